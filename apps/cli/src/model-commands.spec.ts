@@ -71,6 +71,33 @@ describe('kail model commands', () => {
     expect(kail('run', '--data-dir', dir, name, 'Hi', '-p', 'Ho').stderr).toContain('give the prompt once');
   });
 
+  it("kail run NAME applies the model's Modelfile settings (ID.modelfile.json, as kail create keeps them) as ollama run does; its flags win", () => {
+    fs.copyFileSync(model, path.join(dir, 'models', 'mario.gguf'));
+    const template = '{{ range .Messages }}[{{ .Role }}] {{ .Content }}\n{{ end }}[assistant] ';
+    const settings = { system: 'You are Mario.', template, messages: [{ role: 'user', content: 'Earlier.' }, { role: 'assistant', content: 'Yes.' }], parameters: { num_predict: 3, temperature: 0, top_k: 1, stop: ['zz'] } };
+    fs.writeFileSync(path.join(dir, 'models', 'mario.modelfile.json'), JSON.stringify(settings));
+    // What the Modelfile's template makes of the chat, given raw to the same file.
+    const raw = (system: string, n: string) => JSON.parse(kail('run', '-m', model, '-p', `[system] ${system}\n[user] Earlier.\n[assistant] Yes.\n[user] Hello\n[assistant] `, '-n', n, '--temp', '0', '--json').stdout);
+    const got = JSON.parse(kail('run', '--data-dir', dir, 'mario', 'Hello', '--json').stdout);
+    const want = raw('You are Mario.', '3');
+    expect([got.prompt_tokens, got.tokens]).toEqual([want.prompt_tokens, want.tokens]);
+    expect(got.tokens.length).toBeLessThanOrEqual(3);
+    const said = kail('run', '--data-dir', dir, 'mario', 'Hello');
+    expect(said.stderr).toContain('mario.gguf: its Modelfile settings: system prompt, template, 2 message(s), num_predict 3, temperature 0, top_k 1');
+    expect(said.stderr).toContain('note: PARAMETER stop has no kail run flag: not applied');
+    // The command line wins: -sys and -n.
+    const own = JSON.parse(kail('run', '--data-dir', dir, 'mario', 'Hello', '-sys', 'Mine.', '-n', '2', '--json').stdout);
+    const ownWant = raw('Mine.', '2');
+    expect([own.prompt_tokens, own.tokens]).toEqual([ownWant.prompt_tokens, ownWant.tokens]);
+    // A damaged settings file is said and skipped.
+    fs.writeFileSync(path.join(dir, 'models', 'mario.modelfile.json'), '{ not json');
+    const damaged = kail('run', '--data-dir', dir, 'mario', 'Hello', '-n', '1');
+    expect(damaged.status).toBe(0);
+    expect(damaged.stderr).toMatch(/note: .*mario\.modelfile\.json cannot be read \(.*\): the model runs without its Modelfile settings/);
+    fs.rmSync(path.join(dir, 'models', 'mario.gguf'));
+    fs.rmSync(path.join(dir, 'models', 'mario.modelfile.json'));
+  });
+
   it("run -cnv (llama-cli's conversation mode): a chat in this process whose turns keep the cache of the ones before; -sys, -f, /clear", () => {
     const chat = (input: string, ...flags: string[]) => {
       const r = spawnSync(process.execPath, [KAIL, 'run', '-m', model, '-cnv', '-sys', 'Be brief.', '-n', '6', ...flags], { encoding: 'utf8', timeout: 120_000, input });

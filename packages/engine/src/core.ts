@@ -75,7 +75,7 @@ export type { SpecialTokens, VocabMetadata, VocabType } from './tokenizer/vocab'
 export { PRE_TOKENIZER_NAMES } from './tokenizer/pre-tokenizers';
 export { Utf8StreamDecoder } from './tokenizer/detokenize';
 export { CHATML_TEMPLATE, ChatTemplate, parseChatTemplateKwargsFlag, readChatTemplateFlags } from './tokenizer/chat-template';
-export type { ChatMessage, ChatTemplateCaps, ChatTemplateRenderOptions, ChatTemplateTokens } from './tokenizer/chat-template';
+export type { ChatMessage, ChatTemplateCaps, ChatTemplateFormat, ChatTemplateRenderOptions, ChatTemplateTokens } from './tokenizer/chat-template';
 export { TokenizerError } from './tokenizer/errors';
 export type { TokenizerErrorCode } from './tokenizer/errors';
 export { benchmark, benchmarkParallel } from './bench';

@@ -116,6 +116,8 @@ const HELP = [
 
 export interface ChatLoopOptions {
   system?: string;
+  /** Messages every reply is given after the system message, before the turns (a Modelfile's MESSAGE lines, as Ollama adds them). */
+  opening?: readonly Msg[];
   /** The first line on a terminal: what is chatting with what. */
   banner: string;
   /** A first user message, answered before any input is read (llama-cli's -p in conversation mode). */
@@ -237,7 +239,7 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     try {
       // On a terminal a reasoning model's thinking shows dimmed before the answer; a pipe gets the answer only.
       const shown = answerDisplay(out, err, tty && !o.hideThinking);
-      const answer = await reply([...(system ? [{ role: 'system' as const, content: system }] : []), ...history], shown.text, aborter.signal, shown.reasoning, { ...settings });
+      const answer = await reply([...(system ? [{ role: 'system' as const, content: system }] : []), ...(o.opening ?? []), ...history], shown.text, aborter.signal, shown.reasoning, { ...settings });
       shown.end();
       out.write('\n');
       if (aborter.signal.aborted) err.write('(reply stopped)\n');

@@ -4,10 +4,10 @@
 // only the new message (and whatever the template rewrote) is computed.
 import { Writable } from 'node:stream';
 
-import { ChatTemplate, generate, type ChatTemplateRenderOptions, type EngineModel, type GenerateOptions, type GenerateResult, type SamplerParams } from '@kailstream/engine/core';
+import { ChatTemplate, generate, type ChatTemplateFormat, type ChatTemplateRenderOptions, type EngineModel, type GenerateOptions, type GenerateResult, type SamplerParams } from '@kailstream/engine/core';
 import { opensReasoning, ReasoningSplitter } from '@kailstream/engine/reasoning';
 
-import { chatLoop, type ChatReply, type ChatSettings } from './chat';
+import { chatLoop, type ChatReply, type ChatSettings, type Msg } from './chat';
 
 export interface ConversationOptions {
   /** Tokens per answer; -1: until the model ends its turn or the context is full. */
@@ -117,9 +117,9 @@ export function conversationLine(t: ConversationTotals): string {
 export async function runConversation(
   model: EngineModel,
   o: ConversationOptions,
-  io: { json?: boolean; systemPrompt?: string; first?: string; singleTurn?: boolean; name: string; template?: string; hideThinking?: boolean },
+  io: { json?: boolean; systemPrompt?: string; first?: string; singleTurn?: boolean; name: string; template?: string; templateFormat?: ChatTemplateFormat; opening?: readonly Msg[]; hideThinking?: boolean },
 ): Promise<void> {
-  const { reply, totals } = conversationReply(model, ChatTemplate.fromTokenizer(model.tokenizer, { override: io.template }), o, (r, prompt, turn) => {
+  const { reply, totals } = conversationReply(model, ChatTemplate.fromTokenizer(model.tokenizer, { override: io.template, format: io.templateFormat }), o, (r, prompt, turn) => {
     if (io.json)
       process.stdout.write(
         JSON.stringify({
@@ -135,7 +135,7 @@ export async function runConversation(
   });
   const tty = !!process.stdin.isTTY && !!process.stdout.isTTY;
   const out = io.json ? new Writable({ write: (_c, _e, done) => done() }) : process.stdout;
-  const failures = await chatLoop(reply, { system: io.systemPrompt, first: io.first, singleTurn: io.singleTurn, banner: `chatting with ${io.name} in this process`, hideThinking: io.hideThinking }, process.stdin, out, process.stderr, tty && !io.json);
+  const failures = await chatLoop(reply, { system: io.systemPrompt, opening: io.opening, first: io.first, singleTurn: io.singleTurn, banner: `chatting with ${io.name} in this process`, hideThinking: io.hideThinking }, process.stdin, out, process.stderr, tty && !io.json);
   if (!io.json) process.stderr.write(conversationLine(totals) + '\n');
   if (failures > 0) throw new Error(`${failures} turn(s) failed`);
 }

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { ChatTemplate, DIFFUSION_ALGORITHMS, DiffusionTextStream, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, StopMatcher, type EngineModel } from '@kailstream/engine/core';
+import { ChatTemplate, DIFFUSION_ALGORITHMS, DiffusionTextStream, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, StopMatcher, type ChatTemplateFormat, type EngineModel } from '@kailstream/engine/core';
 
 import { createProgress } from '../progress';
 
@@ -47,6 +47,8 @@ export interface DiffusionRunInput {
   chat: boolean;
   systemPrompt?: string;
   template?: string;
+  /** 'go': `template` is an Ollama template (a Modelfile's TEMPLATE). */
+  templateFormat?: ChatTemplateFormat;
   render: Record<string, unknown>;
   nPredict: number;
   temperature: number;
@@ -64,7 +66,7 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
   let text = r.text;
   if (r.chat) {
     const messages = [...(r.systemPrompt !== undefined ? [{ role: 'system' as const, content: r.systemPrompt }] : []), { role: 'user' as const, content: text }];
-    text = ChatTemplate.fromTokenizer(model.tokenizer, { override: r.template }).render(messages, { ...r.render, addGenerationPrompt: true });
+    text = ChatTemplate.fromTokenizer(model.tokenizer, { override: r.template, format: r.templateFormat }).render(messages, { ...r.render, addGenerationPrompt: true });
   }
   // (BOS where the vocabulary adds it, chat or not, as llama-diffusion-cli.)
   const prompt = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: true });

@@ -85,6 +85,7 @@ import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPai
 import { answerDisplay } from './chat';
 import { addDiffusionOptions, runDiffusion, type DiffusionOpts } from './diffusion-run';
 import { runConversation } from './conversation';
+import { applyModelfileParameters, readModelfileSettings } from './run-modelfile';
 import { servedCopyOf } from './models';
 import { pullOrLocal } from './pull';
 import { processEscapes } from '../escapes';
@@ -764,23 +765,38 @@ export function registerModelCommands(program: Command): void {
     if (o.hfToken !== undefined) process.env.HF_TOKEN = o.hfToken;
     const modelPath = o.model !== undefined ? resolveModelArg(o.model, dir) : (o.hfRepo !== undefined ? (await pullOrLocal(dir, o.hfRepo, o.hfFile, { offline: o.offline })).path : o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf (or -hf USER/REPO[:QUANT]), or --demo for the built-in one');
+    // A model made by kail create (ID.modelfile.json beside it): its settings, as ollama run applies them.
+    const mf = readModelfileSettings(modelPath, log);
+    // (Its system prompt, messages and template apply to chats only, under the flags.)
+    const chatting = !!(o.chat || o.conversation);
+    if (mf) {
+      const params = applyModelfileParameters(cmd, mf.parameters ?? {});
+      const parts = [...(chatting && mf.system ? ['system prompt'] : []), ...(chatting && mf.template ? ['template'] : []), ...(chatting && mf.messages ? [`${mf.messages.length} message(s)`] : []), ...params.applied];
+      if (parts.length && !o.json) log(`${path.basename(modelPath)}: its Modelfile settings: ${parts.join(', ')}`);
+      for (const n of params.notes) log(`note: ${n}`);
+    }
     const promptGiven = cmd.getOptionValueSource('prompt') === 'cli';
     if (o.file !== undefined && promptGiven) throw new Error('give the prompt with -p or -f, not both');
     // (As llama.cpp's: escapes in the prompt, from -p or -f, unless --no-escape; not in the system prompt.)
     const esc = (t: string) => (o.escape === false ? t : processEscapes(t));
     const userText = esc(o.file !== undefined ? readPromptFile(o.file) : o.prompt ?? '');
     if (o.systemPromptFile !== undefined && o.systemPrompt !== undefined) throw new Error('give the system prompt with -sys or -sysf, not both');
-    const systemPrompt = o.systemPromptFile !== undefined ? readTextFile(o.systemPromptFile, '--system-prompt-file').replace(/\n$/, '') : o.systemPrompt;
-    if (systemPrompt !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
-    const templateOverride = readChatTemplateFlags(o.chatTemplate, o.chatTemplateFile);
+    const systemFlag = o.systemPromptFile !== undefined ? readTextFile(o.systemPromptFile, '--system-prompt-file').replace(/\n$/, '') : o.systemPrompt;
+    if (systemFlag !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
+    const systemPrompt = systemFlag ?? (chatting ? mf?.system : undefined);
+    const opening = chatting ? mf?.messages : undefined;
+    const templateFlag = readChatTemplateFlags(o.chatTemplate, o.chatTemplateFile);
+    const templateOverride = templateFlag ?? (chatting ? mf?.template : undefined);
+    const templateFormat = templateFlag === undefined && templateOverride !== undefined ? ('go' as const) : undefined;
     const render = thinkRender(o.think, o.chatTemplateKwargs);
     if (Object.keys(render).length && !o.chat && !o.conversation) throw new Error('--think and --chat-template-kwargs go with --chat or --conversation');
-    if (templateOverride !== undefined && !o.chat && !o.conversation) throw new Error('--chat-template goes with --chat or --conversation');
+    if (templateFlag !== undefined && !o.chat && !o.conversation) throw new Error('--chat-template goes with --chat or --conversation');
     const reverse = o.reversePrompt.map(esc);
     if (reverse.some((t) => !t)) throw new Error('--reverse-prompt takes a non-empty text');
     if (o.conversation && o.promptCache) throw new Error('--prompt-cache is for one prompt: --conversation keeps its cache between turns itself');
     // (In a conversation -n defaults to the whole turn, as llama-cli's; so does `kail run MODEL PROMPT`'s answer, as ollama run's.)
-    const nPredict = (o.conversation || words.length) && cmd.getOptionValueSource('nPredict') !== 'cli' ? -1 : o.nPredict;
+    // (A Modelfile's num_predict counts as given.)
+    const nPredict = (o.conversation || words.length) && !['cli', 'config'].includes(cmd.getOptionValueSource('nPredict') ?? '') ? -1 : o.nPredict;
     // (ollama run's --format: json is any JSON object, as Ollama's format "json"; else a schema, as -j.)
     if (o.format !== undefined) {
       if (o.jsonSchema !== undefined) throw new Error('give one of --format and --json-schema');
@@ -815,7 +831,7 @@ export function registerModelCommands(program: Command): void {
         return await runDiffusion(
           model,
           o,
-          { text: userText, chat: !!o.chat, systemPrompt, template: templateOverride, render, nPredict, temperature: o.temp, topK: o.topK, topP: o.topP, seed: o.seed, json: !!o.json, modelPath, reversePrompt: reverse },
+          { text: userText, chat: !!o.chat, systemPrompt, template: templateOverride, templateFormat, render, nPredict, temperature: o.temp, topK: o.topK, topP: o.topP, seed: o.seed, json: !!o.json, modelPath, reversePrompt: reverse },
           log,
         );
       }
@@ -840,11 +856,11 @@ export function registerModelCommands(program: Command): void {
       }
       const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined, stop: reverse.length ? reverse : undefined };
       if (o.conversation)
-        return await runConversation(model, { nPredict, sampling, generate: options, render }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, singleTurn: o.singleTurn, name: path.basename(modelPath), template: templateOverride, hideThinking: o.hidethinking });
+        return await runConversation(model, { nPredict, sampling, generate: options, render }, { json: o.json, systemPrompt, opening, first: promptGiven || o.file !== undefined ? userText : undefined, singleTurn: o.singleTurn, name: path.basename(modelPath), template: templateOverride, templateFormat, hideThinking: o.hidethinking });
       let text = userText;
       if (o.chat) {
-        const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), { role: 'user' as const, content: text }];
-        text = ChatTemplate.fromTokenizer(model.tokenizer, { override: templateOverride }).render(messages, { ...render, addGenerationPrompt: true });
+        const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), ...(opening ?? []), { role: 'user' as const, content: text }];
+        text = ChatTemplate.fromTokenizer(model.tokenizer, { override: templateOverride, format: templateFormat }).render(messages, { ...render, addGenerationPrompt: true });
       }
       // (BOS where the vocabulary adds it, chat or not, as llama-cli: the template's own was taken off the text.)
       const prompt = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: !!o.chat });
