@@ -240,14 +240,15 @@ describe('chat templates', () => {
 
 describe('chat templates in Ollama\'s Go format', () => {
   it('render through the same path: the tokenizer\'s BOS taken off, tools found by trial, think from enable_thinking, parse errors as bad arguments', () => {
-    const src = '<s>{{ if .Tools }}[tools {{ len .Tools }}]{{ end }}{{ range .Messages }}<{{ .Role }}>{{ .Content }}{{ end }}{{ if .IsThinkSet }}{{ if .Think }}<think>{{ else }}<nothink>{{ end }}{{ end }}<assistant>';
+    const src = '<s>{{ if .Tools }}[tools {{ len .Tools }}]{{ end }}{{ range .Messages }}<{{ .Role }}>{{ .Content }}{{ end }}{{ if .IsThinkSet }}{{ if .Think }}<think{{ with .ThinkLevel }} {{ . }}{{ end }}>{{ else }}<nothink>{{ end }}{{ end }}<assistant>';
     const t = new ChatTemplate(src, { bosToken: '<s>', addBos: true }, 'go');
     expect([t.format, t.source, t.usesDefault]).toEqual(['go', src, false]);
     const chat: ChatMessage[] = [{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: [{ type: 'text', text: 'Hi' }, { type: 'text', text: 'there' }] }];
     // (developer is system, parts are text joined by lines, the leading BOS is the tokenizer's to add.)
     expect(t.render(chat)).toBe('<system>Be brief.<user>Hi\nthere<assistant>');
     expect(t.render(chat, { variables: { enable_thinking: false } })).toBe('<system>Be brief.<user>Hi\nthere<nothink><assistant>');
-    expect(t.render(chat, { variables: { reasoning_effort: 'high' } })).toBe('<system>Be brief.<user>Hi\nthere<think><assistant>');
+    expect(t.render(chat, { variables: { reasoning_effort: 'high' } })).toBe('<system>Be brief.<user>Hi\nthere<think high><assistant>');
+    expect(t.render(chat, { variables: { enable_thinking: true } })).toBe('<system>Be brief.<user>Hi\nthere<think><assistant>');
     const tool = { type: 'function', function: { name: 'f', description: 'd', parameters: { type: 'object', properties: {} } } };
     expect(t.render(chat, { tools: [tool] })).toBe('[tools 1]<system>Be brief.<user>Hi\nthere<assistant>');
     expect(t.caps.tools).toBe(false); // it counts them but never shows one

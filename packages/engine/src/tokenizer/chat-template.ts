@@ -603,10 +603,10 @@ export class ChatTemplate {
     else if (this.caps.needsTools) vars.tools = [];
     Object.assign(vars, options.variables);
     if (this.format === 'go') {
-      // Ollama's Think and IsThinkSet: a request's think is enable_thinking, or a reasoning effort.
+      // Ollama's Think, ThinkLevel and IsThinkSet: a request's think is enable_thinking, or a reasoning effort (its level).
       const v = options.variables ?? {};
       const isThinkSet = 'enable_thinking' in v || typeof v.reasoning_effort === 'string';
-      vars[GO_THINK] = { think: 'enable_thinking' in v ? v.enable_thinking === true : isThinkSet, isThinkSet };
+      vars[GO_THINK] = { think: 'enable_thinking' in v ? v.enable_thinking === true : isThinkSet, thinkLevel: typeof v.reasoning_effort === 'string' ? v.reasoning_effort : '', isThinkSet };
     }
 
     let out: string;
@@ -625,8 +625,8 @@ export class ChatTemplate {
   /** The template rendered with `vars` (and the bounded range() its calls were pointed at). */
   private run(vars: Record<string, unknown>): string {
     if (this.template instanceof OllamaTemplate) {
-      const think = vars[GO_THINK] as { think: boolean; isThinkSet: boolean } | undefined;
-      return this.template.render({ messages: vars.messages as ChatMessage[], tools: vars.tools as unknown[] | undefined, think: think?.think ?? false, isThinkSet: think?.isThinkSet ?? false });
+      const think = vars[GO_THINK] as { think: boolean; thinkLevel: string; isThinkSet: boolean } | undefined;
+      return this.template.render({ messages: vars.messages as ChatMessage[], tools: vars.tools as unknown[] | undefined, think: think?.think ?? false, thinkLevel: think?.thinkLevel ?? '', isThinkSet: think?.isThinkSet ?? false });
     }
     return this.template.render({ ...vars, [BOUNDED_RANGE]: boundedRange });
   }

@@ -201,6 +201,8 @@ export interface OllamaTemplateValues {
   tools?: readonly unknown[];
   /** `.Think`. Default: false. */
   think?: boolean;
+  /** `.ThinkLevel`: the level a request's think gave ("high", "medium", "low"). Default: ''. */
+  thinkLevel?: string;
   /** `.IsThinkSet`: the request said whether to think. Default: false. */
   isThinkSet?: boolean;
   /** With `suffix`, a fill-in-the-middle request: the template gets only `.Prompt` and `.Suffix`. */
@@ -231,8 +233,9 @@ export class OllamaTemplate {
     const [system, messages] = collate(values.messages.map(toMessage));
     const think = values.think ?? false;
     const isThinkSet = values.isThinkSet ?? false;
+    const thinkLevel = values.thinkLevel ?? '';
     if (values.prompt && values.suffix) {
-      return this.template.execute({ Prompt: values.prompt, Suffix: values.suffix, Response: '', Think: think, IsThinkSet: isThinkSet });
+      return this.template.execute({ Prompt: values.prompt, Suffix: values.suffix, Response: '', Think: think, ThinkLevel: thinkLevel, IsThinkSet: isThinkSet });
     }
     if (this.usesMessages) {
       return this.template.execute({
@@ -241,6 +244,7 @@ export class OllamaTemplate {
         Tools: values.tools ? values.tools.map(toTool) : nil([], 'api.Tools'),
         Response: '',
         Think: think,
+        ThinkLevel: thinkLevel,
         IsThinkSet: isThinkSet,
         Query: '',
         Document: '',
@@ -250,7 +254,7 @@ export class OllamaTemplate {
 
     let out = '';
     let turn = { system: '', prompt: '', response: '' };
-    const data = () => ({ System: turn.system, Prompt: turn.prompt, Response: turn.response, Think: think, IsThinkSet: isThinkSet });
+    const data = () => ({ System: turn.system, Prompt: turn.prompt, Response: turn.response, Think: think, ThinkLevel: thinkLevel, IsThinkSet: isThinkSet });
     const execute = () => {
       out += this.template.execute(data());
       turn = { system: '', prompt: '', response: '' };
