@@ -7,6 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 
+import { MessagesRequest } from './anthropic/messages';
 import type { Modelfile } from './ollama/modelfiles';
 import { ChatCompletionRequest, CompletionRequest } from './openai/schemas';
 
@@ -63,10 +64,11 @@ export function ollamaOptionDefaults(d: SamplingDefaults): Record<string, number
   return { ...rest, ...(n_predict !== undefined ? { num_predict: n_predict } : {}) } as Record<string, number>;
 }
 
-/** The OpenAI routes a model's Modelfile PARAMETERs reach, with their request schemas. */
+/** The OpenAI (and Anthropic) routes a model's Modelfile PARAMETERs reach, with their request schemas. */
 const MODELFILE_ROUTES: ReadonlyMap<string, z.ZodObject<z.ZodRawShape>> = new Map<string, z.ZodObject<z.ZodRawShape>>([
   ['/v1/chat/completions', ChatCompletionRequest],
   ['/v1/completions', CompletionRequest],
+  ['/v1/messages', MessagesRequest],
 ]);
 
 /**

@@ -159,7 +159,7 @@ export function toChatMessages(b: Pick<MessagesRequest, 'messages' | 'system'>):
 /** Tools, tool choice and template switches as the engine request's fields. */
 function chatFields(
   b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking' | 'model'> & { messages: MessagesRequest['messages']; system?: MessagesRequest['system'] },
-  deps: Pick<OpenAiDeps, 'reasoningBudget'>,
+  deps: Pick<OpenAiDeps, 'reasoningBudget' | 'modelfileOf'>,
 ): Partial<pb.GenerateRequest> & { tools?: ReturnType<typeof functionTool>[] } {
   const choice = b.tool_choice;
   const tools = b.tools?.length && choice?.type !== 'none'
@@ -168,10 +168,15 @@ function chatFields(
   if (choice?.type === 'tool' && !tools?.some((t) => t.function.name === choice.name)) throw new BadRequest(`tool_choice names '${choice.name}', which is not in tools`);
   if (choice && choice.type !== 'auto' && choice.type !== 'none' && !tools) throw new BadRequest(`tool_choice '${choice.type}' needs tools`);
   const kwargs = b.thinking ? JSON.stringify({ enable_thinking: b.thinking.type === 'enabled' }) : '';
-  const messages = toChatMessages(b);
+  // A Modelfile's system prompt (unless the request has one), opening messages and TEMPLATE, as on the OpenAI route.
+  const mf = deps.modelfileOf?.(b.model) ?? {};
+  const asked = toChatMessages(b);
+  const opening = [...(mf.system && !asked.some((m) => m.role === 'system') ? [{ role: 'system', content: mf.system }] : []), ...(mf.messages ?? [])];
+  const messages = [...opening.map((m) => pb.ChatMessage.fromPartial(m)), ...asked];
   return {
     model: b.model,
     messages,
+    goTemplate: mf.template ?? '',
     // A final assistant message is the start of the answer (Anthropic's prefill).
     continueFinalMessage: continuesFinal(messages),
     toolsJson: tools ? JSON.stringify(tools) : '',
@@ -235,7 +240,7 @@ export function registerAnthropicRoutes(app: FastifyInstance, deps: OpenAiDeps):
       const { tools: _tools, ...f } = chatFields(parsed.data, deps);
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
         scheduler.tokenize.bind(scheduler),
-        pb.TokenizeRequest.fromPartial({ model: f.model, messages: f.messages, toolsJson: f.toolsJson, chatTemplateKwargsJson: f.chatTemplateKwargsJson, continueFinalMessage: f.continueFinalMessage }),
+        pb.TokenizeRequest.fromPartial({ model: f.model, messages: f.messages, toolsJson: f.toolsJson, chatTemplateKwargsJson: f.chatTemplateKwargsJson, continueFinalMessage: f.continueFinalMessage, goTemplate: f.goTemplate }),
       );
       return reply.send({ input_tokens: r.tokens.length });
     } catch (e) {

@@ -293,6 +293,10 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     const want = (await stack.post('/v1/completions', { model: 'tiny', prompt: rendered, temperature: 0, max_tokens: 3, stop: ['zz'] })).body;
     const got = (await stack.post('/v1/chat/completions', { model: 'oa', messages: ask })).body;
     expect([got.choices[0].message.content, got.usage.prompt_tokens, got.usage.completion_tokens]).toEqual([want.choices[0].text, want.usage.prompt_tokens, 3]);
+    // Anthropic's route too (its max_tokens is required; top_k and temperature come from the Modelfile).
+    const anthropic = (await stack.post('/v1/messages', { model: 'oa', max_tokens: 3, messages: ask })).body;
+    expect([anthropic.content.map((c: { text?: string }) => c.text ?? '').join(''), anthropic.usage.input_tokens + (anthropic.usage.cache_read_input_tokens ?? 0)]).toEqual([want.choices[0].text, want.usage.prompt_tokens]);
+    expect((await stack.post('/v1/messages/count_tokens', { model: 'oa', messages: ask })).body.input_tokens).toBe(want.usage.prompt_tokens);
     // The request's own system message and max_tokens win.
     const own = (await stack.post('/v1/chat/completions', { model: 'oa', messages: [{ role: 'system', content: 'Mine.' }, ...ask], max_tokens: 2 })).body;
     const ownWant = (await stack.post('/v1/completions', { model: 'tiny', prompt: '[system] Mine.\n[user] Earlier.\n[assistant] Yes.\n[user] Hello\n[assistant] ', temperature: 0, max_tokens: 2 })).body;
