@@ -11,7 +11,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
-import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
+import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withModelfileMessages, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 
@@ -170,9 +170,7 @@ function chatFields(
   const kwargs = b.thinking ? JSON.stringify({ enable_thinking: b.thinking.type === 'enabled' }) : '';
   // A Modelfile's system prompt (unless the request has one), opening messages and TEMPLATE, as on the OpenAI route.
   const mf = deps.modelfileOf?.(b.model) ?? {};
-  const asked = toChatMessages(b);
-  const opening = [...(mf.system && !asked.some((m) => m.role === 'system') ? [{ role: 'system', content: mf.system }] : []), ...(mf.messages ?? [])];
-  const messages = [...opening.map((m) => pb.ChatMessage.fromPartial(m)), ...asked];
+  const messages = withModelfileMessages(mf, toChatMessages(b));
   return {
     model: b.model,
     messages,

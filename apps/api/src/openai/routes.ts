@@ -227,6 +227,12 @@ export async function requestModel(reply: FastifyReply, deps: OpenAiDeps, model:
   }
 }
 
+/** A chat after a Modelfile's system prompt (unless it has one) and opening messages, as Ollama's OpenAI route adds them. */
+export function withModelfileMessages(mf: Modelfile, asked: pb.ChatMessage[]): pb.ChatMessage[] {
+  const opening = [...(mf.system && !asked.some((m) => m.role === 'system' || m.role === 'developer') ? [{ role: 'system', content: mf.system }] : []), ...(mf.messages ?? [])];
+  return [...opening.map((m) => pb.ChatMessage.fromPartial(m)), ...asked];
+}
+
 export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
   app.post('/v1/chat/completions', async (req, reply) => {
     const parsed = ChatCompletionRequest.safeParse(req.body);
@@ -234,11 +240,8 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const model = await requestModel(reply, deps, parsed.data.model);
     if (model === null) return reply;
     const b = { ...parsed.data, model };
-    // A Modelfile's system prompt (unless the chat has one) and opening messages, as Ollama's OpenAI route adds them.
     const mf = deps.modelfileOf?.(model) ?? {};
-    const asked = chatMessagesToProto(b.messages);
-    const opening = [...(mf.system && !asked.some((m) => m.role === 'system' || m.role === 'developer') ? [{ role: 'system', content: mf.system }] : []), ...(mf.messages ?? [])];
-    const messages = [...opening.map((m) => pb.ChatMessage.fromPartial(m)), ...asked];
+    const messages = withModelfileMessages(mf, chatMessagesToProto(b.messages));
     let c: Common;
     try {
       c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
