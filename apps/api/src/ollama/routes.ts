@@ -28,7 +28,7 @@ import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning'
 
 import { modelFileTime } from '../file-times';
 import { ensureModel, failureOf, HttpError, replyFailure, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
-import { callFailure, continuesFinal, functionTool, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { callFailure, continuesFinal, functionTool, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, withModelfileMessages, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { ollamaOptionDefaults, type SamplingDefaults } from '../sampling-defaults';
@@ -608,8 +608,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await preload(s, m, b.keep_alive), done: true };
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
       // The model's own system prompt (unless the chat has one) and opening messages, as Ollama adds its Modelfile's.
-      const opening = [...(mf.system && !b.messages.some((x) => x.role === 'system') ? [{ role: 'system' as const, content: mf.system }] : []), ...(mf.messages ?? [])];
-      const messages = toChatMessages([...opening, ...b.messages] as typeof b.messages);
+      const messages = withModelfileMessages(mf, toChatMessages(b.messages));
       const gen = pb.GenerateRequest.fromPartial({
         ...generationFields(b, m, 'chat'),
         ...reasoningBudget(deps),
