@@ -9,6 +9,7 @@ import { z } from 'zod';
 
 import { MessagesRequest } from './anthropic/messages';
 import type { Modelfile } from './ollama/modelfiles';
+import { ResponsesRequest } from './openai/responses';
 import { ChatCompletionRequest, CompletionRequest } from './openai/schemas';
 
 export const SamplingDefaultsSchema = z
@@ -64,30 +65,35 @@ export function ollamaOptionDefaults(d: SamplingDefaults): Record<string, number
   return { ...rest, ...(n_predict !== undefined ? { num_predict: n_predict } : {}) } as Record<string, number>;
 }
 
-/** The OpenAI (and Anthropic) routes a model's Modelfile PARAMETERs reach, with their request schemas. */
-const MODELFILE_ROUTES: ReadonlyMap<string, z.ZodObject<z.ZodRawShape>> = new Map<string, z.ZodObject<z.ZodRawShape>>([
-  ['/v1/chat/completions', ChatCompletionRequest],
-  ['/v1/completions', CompletionRequest],
-  ['/v1/messages', MessagesRequest],
+/**
+ * The OpenAI (and Anthropic) routes a model's Modelfile PARAMETERs reach: each one's request schema
+ * and its field for the most tokens generated (num_predict's), with the others a request may give
+ * it in.
+ */
+const MODELFILE_ROUTES: ReadonlyMap<string, { schema: z.ZodObject<z.ZodRawShape>; max: readonly string[] }> = new Map([
+  ['/v1/chat/completions', { schema: ChatCompletionRequest, max: ['max_tokens', 'max_completion_tokens'] }],
+  ['/v1/completions', { schema: CompletionRequest, max: ['max_tokens'] }],
+  ['/v1/responses', { schema: ResponsesRequest, max: ['max_output_tokens'] }],
+  ['/v1/messages', { schema: MessagesRequest, max: ['max_tokens'] }],
 ]);
 
 /**
  * A model's Modelfile PARAMETERs (kail create, Ollama's create) as defaults of the OpenAI routes'
  * bodies that name the model, above the server's defaults (registered before them) and under the
- * request's own, as Ollama's OpenAI routes apply them; num_predict is max_tokens. A value the route
- * would refuse (a temperature of 3: Ollama takes it, OpenAI's range does not) is left out, as is a
- * parameter the route has no field for (num_ctx, num_gpu …).
+ * request's own, as Ollama's OpenAI routes apply them; num_predict is the most tokens generated. A
+ * value the route would refuse (a temperature of 3: Ollama takes it, OpenAI's range does not) is
+ * left out, as is a parameter the route has no field for (num_ctx, num_gpu …).
  */
 export function registerModelfileParameters(app: FastifyInstance, modelfileOf: (model: string) => Modelfile): void {
   app.addHook('preHandler', async (req) => {
-    const schema = MODELFILE_ROUTES.get(req.url.split('?')[0]);
+    const route = MODELFILE_ROUTES.get(req.url.split('?')[0]);
     const body = req.body as Record<string, unknown> | undefined;
-    if (!schema || !body || typeof body !== 'object' || Array.isArray(body) || typeof body.model !== 'string') return;
+    if (!route || !body || typeof body !== 'object' || Array.isArray(body) || typeof body.model !== 'string') return;
     const params = modelfileOf(body.model).parameters ?? {};
     for (const [k, v] of Object.entries(params)) {
-      const field = k === 'num_predict' ? 'max_tokens' : k;
-      if (k === 'num_predict' && (typeof v !== 'number' || v <= 0 || body.max_completion_tokens != null)) continue;
-      const check = schema.shape[field] as z.ZodType | undefined;
+      const field = k === 'num_predict' ? route.max[0] : k;
+      if (k === 'num_predict' && (typeof v !== 'number' || v <= 0 || route.max.some((m) => body[m] != null))) continue;
+      const check = route.schema.shape[field] as z.ZodType | undefined;
       if (check && body[field] == null && check.safeParse(v).success) body[field] = v;
     }
   });

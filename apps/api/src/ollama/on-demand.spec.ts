@@ -282,7 +282,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     for (const m of ['go-legacy', 'go-tools']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
   }, 60_000);
 
-  it("applies a model's Modelfile settings on the OpenAI routes as Ollama's do: system prompt, opening messages, TEMPLATE, PARAMETERs under the request's own", async () => {
+  it("applies a model's Modelfile settings on the OpenAI routes (Responses too) as Ollama's do: system prompt, opening messages, TEMPLATE, PARAMETERs under the request's own", async () => {
     const system = 'You are terse.';
     const template = '{{ range .Messages }}[{{ .Role }}] {{ .Content }}\n{{ end }}[assistant] ';
     const made = await stack.post('/api/create', { model: 'oa', from: 'tiny', system, template, parameters: { temperature: 0, num_predict: 3, top_k: 1, stop: ['zz'], num_ctx: 512 }, messages: [{ role: 'user', content: 'Earlier.' }, { role: 'assistant', content: 'Yes.' }], stream: false });
@@ -297,6 +297,14 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     const anthropic = (await stack.post('/v1/messages', { model: 'oa', max_tokens: 3, messages: ask })).body;
     expect([anthropic.content.map((c: { text?: string }) => c.text ?? '').join(''), anthropic.usage.input_tokens + (anthropic.usage.cache_read_input_tokens ?? 0)]).toEqual([want.choices[0].text, want.usage.prompt_tokens]);
     expect((await stack.post('/v1/messages/count_tokens', { model: 'oa', messages: ask })).body.input_tokens).toBe(want.usage.prompt_tokens);
+    // The Responses route too (num_predict is max_output_tokens there).
+    const resp = (await stack.post('/v1/responses', { model: 'oa', input: 'Hello' })).body;
+    expect([resp.output[0].content[0].text, resp.usage.input_tokens, resp.usage.output_tokens]).toEqual([want.choices[0].text, want.usage.prompt_tokens, 3]);
+    expect((await stack.post('/v1/responses/input_tokens', { model: 'oa', input: 'Hello' })).body.input_tokens).toBe(want.usage.prompt_tokens);
+    // A later turn (previous_response_id) gets them again, once: they are not stored with the conversation.
+    const next = (await stack.post('/v1/responses', { model: 'oa', input: 'More', previous_response_id: resp.id })).body;
+    const nextWant = (await stack.post('/v1/completions', { model: 'tiny', prompt: `${rendered}${want.choices[0].text}\n[user] More\n[assistant] `, temperature: 0, max_tokens: 3, stop: ['zz'] })).body;
+    expect([next.output[0].content[0].text, next.usage.input_tokens]).toEqual([nextWant.choices[0].text, nextWant.usage.prompt_tokens]);
     // The request's own system message and max_tokens win.
     const own = (await stack.post('/v1/chat/completions', { model: 'oa', messages: [{ role: 'system', content: 'Mine.' }, ...ask], max_tokens: 2 })).body;
     const ownWant = (await stack.post('/v1/completions', { model: 'tiny', prompt: '[system] Mine.\n[user] Earlier.\n[assistant] Yes.\n[user] Hello\n[assistant] ', temperature: 0, max_tokens: 2 })).body;

@@ -24,7 +24,7 @@ import { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import { MemoryResponseStore, type ResponseStore } from './response-store';
-import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, requestModel, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
+import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, requestModel, RESPONSE_FORMATS, submitAll, unary, withLogitBias, withModelfileMessages, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolCall } from './tool-calls';
@@ -286,7 +286,7 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
     if (!('b' in c)) return c;
     const scheduler = deps.scheduler();
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
-    const { tools: _tools, ...chat } = chatOf(c.b, c.conversation);
+    const { tools: _tools, ...chat } = chatOf(deps, c.b, c.conversation);
     try {
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(scheduler.tokenize.bind(scheduler), pb.TokenizeRequest.fromPartial(chat));
       return reply.send({ object: 'response.input_tokens', input_tokens: r.tokens.length });
@@ -360,14 +360,21 @@ export function inputItemsOf(input: ResponsesRequest['input']): Record<string, u
   });
 }
 
-/** The engine request's chat fields: instructions as the system turn, the conversation, tools and template variables. */
-function chatOf(b: ResponsesRequest, conversation: pb.ChatMessage[]) {
+/**
+ * The engine request's chat fields: instructions as the system turn, the conversation, tools and
+ * template variables; a model's Modelfile adds its system prompt (unless instructions or the
+ * conversation give one), opening messages and template, as Ollama's Responses route (a chat to it)
+ * does. (They are not stored with the conversation: the next turn adds them again.)
+ */
+function chatOf(deps: OpenAiDeps, b: ResponsesRequest, conversation: pb.ChatMessage[]) {
   const tools = b.tools?.length && b.tool_choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters, t.strict ?? true)) : undefined;
+  const mf = deps.modelfileOf?.(b.model) ?? {};
   return {
     model: b.model,
-    messages: [...(b.instructions ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.instructions })] : []), ...conversation],
+    messages: withModelfileMessages(mf, [...(b.instructions ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.instructions })] : []), ...conversation]),
     toolsJson: tools ? JSON.stringify(tools) : '',
     chatTemplateKwargsJson: kwargs(b),
+    goTemplate: mf.template ?? '',
     tools,
   };
 }
@@ -385,7 +392,7 @@ async function respond(
 ) {
   const id = `resp_${hex()}`;
   const choice = b.tool_choice;
-  const { tools, ...chat } = chatOf(b, conversation);
+  const { tools, ...chat } = chatOf(deps, b, conversation);
   const format = b.text?.format ?? { type: 'text' as const };
   const wantLp = !!b.include?.includes('message.output_text.logprobs');
   const gen = pb.GenerateRequest.fromPartial({
