@@ -79,7 +79,7 @@ constexpr int kMaxTileT = 64;
 // into Y. kc depends on the type, the level and cols only, and decode cuts at the same places, so
 // a token's results are the same bits alone or in a batch of any size (see matmul.h).
 int64_t chunk_cols(const gemm_job & j) {
-    const int T = std::max(1, std::min(kMaxTileT, j.wk->max_t));
+    const int T = std::max(1, std::min(kMaxTileT, j.wk->chunk_t > 0 ? j.wk->chunk_t : j.wk->max_t));
     const size_t act_row = j.wk->prepare ? j.wk->prepared_size(j.cols) : row_size(j.wk->vd_type, j.cols);
     const double act_bytes_per_value = double(act_row) / double(j.cols);
     int64_t kc = static_cast<int64_t>((24 * 1024) / (act_bytes_per_value * T));

@@ -2533,6 +2533,7 @@ struct tables {
         if (has_avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni) {
             kernels_init_scalar(avx512);
             kernels_init_avx2(avx512, f.avx_vnni);
+            kernels_init_iq_avx512(avx512);
             kernels_init_avx512(avx512);
             has_avx512 = true;
         }

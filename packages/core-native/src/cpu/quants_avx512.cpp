@@ -1490,6 +1490,7 @@ void set(kernel_table & t, uint32_t type, int decode_r, prepare_fn prep = nullpt
     wk.gemm = gemm_dispatch<TILE, R, T>;
     wk.max_r = R;
     wk.max_t = T;
+    wk.chunk_t = 0;
     wk.decode_r = decode_r;
     wk.prepare = prep;
     wk.prepared_size = psz;

@@ -150,6 +150,9 @@ struct weight_kernels {
     gemm_fn gemm = nullptr;      // null: the type has no dot product
     int max_r = 1;               // gemm accepts nr <= max_r
     int max_t = 1;               // gemm accepts nt <= max_t
+    // Tokens matmul's chunk_cols sizes the activation chunks for (0: max_t): a kernel whose tiles
+    // grow past the width its chunks were cut for keeps the old cuts, and so its bits.
+    int chunk_t = 0;
     int decode_r = 1;            // rows per call in matrix x vector
     // Optional kernel for matrix x vector (nt == 1, nr <= decode_r); null means gemm. Lets a level
     // stream weights with a different loop shape than its prefill tiles.
@@ -236,6 +239,8 @@ const kernel_table & kernels_active();
 // Filled by the ISA files (declared here so quants.cpp can build the tables).
 void kernels_init_avx2(kernel_table & t, bool vnni);
 void kernels_init_avx512(kernel_table & t);
+// The codebook i-quants' wide prompt tiles (quants_iq_avx512.cpp), over kernels_init_avx2's.
+void kernels_init_iq_avx512(kernel_table & t);
 
 // Scalar reference pieces reused by the SIMD tables for types they do not accelerate.
 void kernels_init_scalar(kernel_table & t);
