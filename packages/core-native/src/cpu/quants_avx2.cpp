@@ -1134,76 +1134,90 @@ struct kquant {
 
 #if defined(KAIL_IQ_WIDE_TU)
 // The codebook i-quants' prompt tiles at the AVX-512 level (this file compiled again as
-// quants_iq_avx512.cpp): one row by 9 to kWideT tokens. A block is decoded once into its eight
-// 32-weight halves as int16 words, sign and 16-weight scale applied (|w| <= 62 and scale <= 31:
-// within 2^15), and each token takes a half with one VPDPWSSD on its activations widened to int16,
-// four tokens per decoded half; kquant's tile does VPSIGNB, VPMADDUBSW and VPDPWSSD per token and
-// half and shares a decoded block among at most 8 tokens. The int32 lanes of the 32-value half,
-// summed in pairs, are kquant's lanes (4 consecutive weights each, scaled), so a token's float steps
-// and result are kquant's bits whatever the tile; kquant's tile still serves up to 8 tokens, where
-// it measured faster (bench-matmul 4096 x 4096, 1 thread, AMD EPYC Zen 5 VM, prompt GFLOP/s, kquant
-// -> these tiles: 8 tokens IQ2_S 97-114 -> 67-83; 16: 104 -> 108-113, IQ2_XXS 99-103 -> 122-124;
-// 32: IQ2_S 67-113 -> 124, IQ3_S 81 -> 112; 256: IQ2_S 103 -> 119, IQ3_S 80 -> 109, IQ1_M 81 -> 111).
+// quants_iq_avx512.cpp): two rows by 9 to kWideT tokens. A row's block is decoded once into its
+// eight 32-weight halves as int16 words, sign and 16-weight scale applied (|w| <= 62 and scale <=
+// 31: within 2^15), and each token's half, widened to int16 once, takes one VPDPWSSD per row; four
+// tokens per decoded block at a time. kquant's tile does VPSIGNB, VPMADDUBSW and VPDPWSSD per
+// token, row and half, and shares a decoded block among at most 8 tokens. The int32 lanes of a
+// 32-value half, summed in pairs, are kquant's lanes (4 consecutive weights each, scaled), so a
+// token's float steps and result are kquant's bits whatever the tile; kquant's tiles still serve
+// up to 8 tokens, where they measured faster (bench-matmul 4096 x 4096, 1 thread, AMD EPYC Zen 5
+// VM, prompt GFLOP/s, kquant -> these tiles, 32 tokens: IQ2_S 107 -> 158, IQ3_S 84 -> 141, IQ2_XXS
+// 103 -> 161; 256: IQ2_S 106 -> 166, IQ3_S 81 -> 143, IQ2_XXS 101 -> 163, IQ1_M 85 -> 135; one
+// row per tile: 119-125, 112-116, 127-135, 115; 8 tokens: 67-83 against kquant's 97-114).
 constexpr int kWideT = 32;
 template <template <bool> class DEC, bool VNNI>
 struct iq_wide {
     using D = DEC<VNNI>;
-    template <int G>
-    static KAIL_INLINE void group(const __m512i * w16, float d, int64_t i, const uint8_t * const * a, __m256 * acc) {
+    // Tokens a[0..G) against one decoded block i of NR rows: each row's int32 lanes, then one FMA
+    // each into acc[row][token] (row r's accumulators kWideT apart).
+    template <int NR, int G>
+    static KAIL_INLINE void group(const __m512i (*w16)[8], const float * d, int64_t i, const uint8_t * const * a, __m256 * acc) {
         const block_q8_K * y[G];
-        __m512i A[G];
+        __m512i A[NR][G];
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            y[g] = reinterpret_cast<const block_q8_K *>(a[g]) + i;
-            A[g] = _mm512_setzero_si512();
-        }
+        for (int g = 0; g < G; g++) y[g] = reinterpret_cast<const block_q8_K *>(a[g]) + i;
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) A[r][g] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int h = 0; h < 8; h++) {
-            const __m512i w = w16[h];
 #pragma GCC unroll 8
-            for (int g = 0; g < G; g++)
-                A[g] = _mm512_dpwssd_epi32(A[g], w, _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[g]->qs + 32 * h))));
+            for (int g = 0; g < G; g++) {
+                const __m512i yv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[g]->qs + 32 * h)));
+#pragma GCC unroll 2
+                for (int r = 0; r < NR; r++) A[r][g] = _mm512_dpwssd_epi32(A[r][g], w16[r][h], yv);
+            }
         }
+#pragma GCC unroll 2
+        for (int r = 0; r < NR; r++)
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) {
-            const __m256i L = _mm512_cvtepi64_epi32(_mm512_add_epi32(A[g], _mm512_srli_epi64(A[g], 32)));
-            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_set1_ps(d * y[g]->d), acc[g]);
-        }
+            for (int g = 0; g < G; g++) {
+                const __m256i L = _mm512_cvtepi64_epi32(_mm512_add_epi32(A[r][g], _mm512_srli_epi64(A[r][g], 32)));
+                acc[r * kWideT + g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_set1_ps(d[r] * y[g]->d), acc[r * kWideT + g]);
+            }
     }
+    template <int NR>
     static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out, int nt) {
-        __m256 acc[kWideT];
-        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-        const size_t ahead = rows_ahead(ws, 1);
+        __m256 acc[NR * kWideT];
+        for (int t = 0; t < NR * kWideT; t++) acc[t] = _mm256_setzero_ps();
+        const size_t ahead = rows_ahead(ws, NR);
         const __m512i spread = _mm512_set_epi16(8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         for (int64_t i = 0; i < k / QK_K; i++) {
-            const uint8_t * p = w + i * D::BB;
-            prefetch_bytes(p + ahead, D::BB);
-            kstate s;
-            D::state(p, s);
-            __m512i w16[8];
-#pragma GCC unroll 4
-            for (int c = 0; c < D::NCHUNK; c++) {
-                __m256i u[2], sc[2], sg[2];
-                D::chunk(p, s, c, u, sc, sg);
+            __m512i w16[NR][8];
+            float d[NR];
 #pragma GCC unroll 2
-                for (int h = 0; h < 2; h++)
-                    w16[2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sign_epi8(u[h], sg[h])), _mm512_permutexvar_epi16(spread, _mm512_zextsi256_si512(sc[h])));
+            for (int r = 0; r < NR; r++) {
+                const uint8_t * p = w + r * ws + i * D::BB;
+                prefetch_bytes(p + ahead, D::BB);
+                kstate s;
+                D::state(p, s);
+                d[r] = s.d;
+#pragma GCC unroll 4
+                for (int c = 0; c < D::NCHUNK; c++) {
+                    __m256i u[2], sc[2], sg[2];
+                    D::chunk(p, s, c, u, sc, sg);
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++)
+                        w16[r][2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sign_epi8(u[h], sg[h])), _mm512_permutexvar_epi16(spread, _mm512_zextsi256_si512(sc[h])));
+                }
             }
             int t = 0;
-            for (; t + 8 <= nt; t += 8) group<8>(w16, s.d, i, a + t, acc + t);
-            if (nt - t >= 4) group<4>(w16, s.d, i, a + t, acc + t), t += 4;
-            if (nt - t == 3) group<3>(w16, s.d, i, a + t, acc + t);
-            else if (nt - t == 2) group<2>(w16, s.d, i, a + t, acc + t);
-            else if (nt - t == 1) group<1>(w16, s.d, i, a + t, acc + t);
+            for (; t + 4 <= nt; t += 4) group<NR, 4>(w16, d, i, a + t, acc + t);
+            if (nt - t == 3) group<NR, 3>(w16, d, i, a + t, acc + t);
+            else if (nt - t == 2) group<NR, 2>(w16, d, i, a + t, acc + t);
+            else if (nt - t == 1) group<NR, 1>(w16, d, i, a + t, acc + t);
         }
-        for (int t = 0; t < nt; t++) out[t][0] = hsum8(acc[t]);
+        for (int t = 0; t < nt; t++)
+            for (int r = 0; r < NR; r++) out[t][r] = hsum8(acc[r * kWideT + t]);
     }
     template <int R, int T>
     struct tile {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            static_assert(R == 1 && T <= kWideT, "one row, at most kWideT tokens");
-            if constexpr (T <= 8) kquant<DEC, VNNI>::template tile<1, T>::run(k, w, ws, a, out);
-            else iq_wide::run(k, w, ws, a, out, T);
+            static_assert(R <= 2 && T <= kWideT, "at most two rows and kWideT tokens");
+            if constexpr (T <= 8) kquant<DEC, VNNI>::template tile<R, T>::run(k, w, ws, a, out);
+            else iq_wide::run<R>(k, w, ws, a, out, T);
         }
     };
 };
@@ -1723,13 +1737,13 @@ void to_float_iq4_nl(const void * vx, void * vy, int64_t k) {
 void kernels_init_iq_avx512(kernel_table & t) {
     // (The AVX-512 level has VNNI; kquant's tiles under 9 tokens take VPDPWSSD.) Activation chunks
     // stay sized for 8 tokens (chunk_t), as with kquant's tiles: the same cuts, so the same bits.
-    set<iq_wide<iq2_xxs_dec, true>::tile, 1, kWideT>(t, KAIL_TYPE_IQ2_XXS, nullptr);
-    set<iq_wide<iq2_xs_dec, true>::tile, 1, kWideT>(t, KAIL_TYPE_IQ2_XS, nullptr);
-    set<iq_wide<iq2_s_dec, true>::tile, 1, kWideT>(t, KAIL_TYPE_IQ2_S, nullptr);
-    set<iq_wide<iq3_xxs_dec, true>::tile, 1, kWideT>(t, KAIL_TYPE_IQ3_XXS, nullptr);
-    set<iq_wide<iq3_s_dec, true>::tile, 1, kWideT>(t, KAIL_TYPE_IQ3_S, nullptr);
-    set<iq_wide<iq1_s_dec, true>::tile, 1, kWideT>(t, KAIL_TYPE_IQ1_S, nullptr);
-    set<iq_wide<iq1_m_dec, true>::tile, 1, kWideT>(t, KAIL_TYPE_IQ1_M, nullptr);
+    set<iq_wide<iq2_xxs_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ2_XXS, nullptr);
+    set<iq_wide<iq2_xs_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ2_XS, nullptr);
+    set<iq_wide<iq2_s_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ2_S, nullptr);
+    set<iq_wide<iq3_xxs_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ3_XXS, nullptr);
+    set<iq_wide<iq3_s_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ3_S, nullptr);
+    set<iq_wide<iq1_s_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ1_S, nullptr);
+    set<iq_wide<iq1_m_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ1_M, nullptr);
     for (uint32_t type : {KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS, KAIL_TYPE_IQ3_S, KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M})
         t.w[type].chunk_t = 8;
 }
