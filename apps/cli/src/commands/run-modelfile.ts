@@ -5,6 +5,7 @@
 // defaults of the flags they stand for (a flag on the command line wins).
 import fs from 'node:fs';
 import type { Command } from 'commander';
+import { modelfileSidecar } from '@kailstream/engine';
 
 export interface ModelfileSettings {
   system?: string;
@@ -15,7 +16,7 @@ export interface ModelfileSettings {
 
 /** The Modelfile settings kept next to a model file (ID.modelfile.json); null without them. A damaged file is said and skipped. */
 export function readModelfileSettings(modelPath: string, log: (line: string) => void): ModelfileSettings | null {
-  const file = modelPath.replace(/\.gguf$/i, '') + '.modelfile.json';
+  const file = modelfileSidecar(modelPath);
   if (!fs.existsSync(file)) return null;
   try {
     const m: unknown = JSON.parse(fs.readFileSync(file, 'utf8'));

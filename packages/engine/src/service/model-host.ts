@@ -36,10 +36,11 @@ function loraSidecar(modelFile: string): string {
 
 /**
  * The sidecar of a models-directory file with its Modelfile settings (ID.modelfile.json: system
- * prompt, default options, opening messages, license), which the API's Ollama create writes; the
- * engine only carries it along when the model is copied or deleted.
+ * prompt, template, default options, opening messages, license), which the API's Ollama create
+ * writes and reads and `kail run NAME` applies; the engine carries it along when the model is
+ * copied or deleted.
  */
-function modelfileSidecar(modelFile: string): string {
+export function modelfileSidecar(modelFile: string): string {
   return modelFile.replace(/\.gguf$/, '') + '.modelfile.json';
 }
 
