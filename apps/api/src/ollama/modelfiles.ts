@@ -43,6 +43,8 @@ export function writeJson(file: string, value: unknown): void {
 
 export class ModelfileStore {
   private readonly entries = new Map<string, Modelfile>();
+  /** Sidecars as last read, with the file's mtime and size then: read again only when the file changed. */
+  private readonly sidecars = new Map<string, { mtimeMs: number; size: number; m: Modelfile | undefined }>();
 
   /**
    * `file`: the data directory's store (null: in memory); `modelsDir`: the models directory, whose
@@ -84,19 +86,33 @@ export class ModelfileStore {
   get(id: string): Modelfile | undefined {
     const side = this.sidecar(id);
     if (!side) return this.entries.get(id);
+    let st: fs.Stats;
     try {
-      const m: unknown = JSON.parse(fs.readFileSync(side, 'utf8'));
-      return m && typeof m === 'object' && !Array.isArray(m) ? (m as Modelfile) : undefined;
+      st = fs.statSync(side);
     } catch {
-      // None, or unreadable (its model then runs with the defaults; the next create rewrites it).
+      this.sidecars.delete(side);
       return undefined;
     }
+    // (A request's preHandler and its route both ask; so does every request to the model.)
+    const seen = this.sidecars.get(side);
+    if (seen && seen.mtimeMs === st.mtimeMs && seen.size === st.size) return seen.m;
+    let m: Modelfile | undefined;
+    try {
+      const v: unknown = JSON.parse(fs.readFileSync(side, 'utf8'));
+      m = v && typeof v === 'object' && !Array.isArray(v) ? (v as Modelfile) : undefined;
+    } catch {
+      // Unreadable: its model runs with the defaults; the next create rewrites it.
+      m = undefined;
+    }
+    this.sidecars.set(side, { mtimeMs: st.mtimeMs, size: st.size, m });
+    return m;
   }
 
   set(id: string, m: Modelfile): void {
     const clean = cleaned(m);
     const side = this.sidecar(id);
     if (side) {
+      this.sidecars.delete(side);
       if (clean) writeJson(side, clean);
       else fs.rmSync(side, { force: true });
       if (this.entries.delete(id)) this.save();
@@ -110,7 +126,10 @@ export class ModelfileStore {
   /** Forgets a model's settings (a models-directory model's sidecar goes with its file: the engine deletes it). */
   delete(id: string): void {
     const side = this.sidecar(id);
-    if (side) fs.rmSync(side, { force: true });
+    if (side) {
+      this.sidecars.delete(side);
+      fs.rmSync(side, { force: true });
+    }
     if (this.entries.delete(id)) this.save();
   }
 
