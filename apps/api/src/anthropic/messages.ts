@@ -11,6 +11,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
+import { seedField, seedParams } from '../seed';
 import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withModelfileMessages, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
@@ -90,7 +91,7 @@ export const MessagesRequest = z.object({
   /** The same, under its beta name (structured-outputs-2025-11-13). */
   output_format: jsonOutput.optional().nullable(),
   /** Not Anthropic's: a sampling seed, for reproducible answers (as OpenAI's seed). */
-  seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  seed: seedField,
 });
 export type MessagesRequest = z.infer<typeof MessagesRequest>;
 
@@ -261,7 +262,7 @@ async function messages(
     requestId: id,
     maxTokens: b.max_tokens,
     stop: (b.stop_sequences ?? []).filter((s) => s.length > 0),
-    sampling: common.SamplingParams.fromPartial({ temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0, repetitionPenalty: 1, seed: b.seed ?? 0, hasSeed: b.seed != null }),
+    sampling: common.SamplingParams.fromPartial({ temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0, repetitionPenalty: 1, ...seedParams(b.seed) }),
   });
   const t0 = performance.now();
   let all = '';

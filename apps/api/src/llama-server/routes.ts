@@ -10,6 +10,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
 import { loraField, loraScales, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson, slotFields, slotRequest, diffusionFields, diffusionRequest } from '../sampler-extras';
+import { seedField, seedParams } from '../seed';
 import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
 import { callFailure, chatMessagesToProto, continuesFinal, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
@@ -49,7 +50,7 @@ const generation = {
   presence_penalty: sampling.presence_penalty,
   frequency_penalty: sampling.frequency_penalty,
   /** -1 (the default): a random seed. */
-  seed: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  seed: seedField,
   stop,
   stream: z.boolean().optional().nullable(),
   timings_per_token: sampling.timings_per_token,
@@ -266,7 +267,6 @@ export async function resolveModel(scheduler: spb.SchedulerServiceClient, model:
 
 /** llama-server's sampling defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05) under the request's fields. */
 function samplingOf(b: Generation): common.SamplingParams {
-  const seed = b.seed ?? -1;
   const bias: Record<string, number> = {};
   if (Array.isArray(b.logit_bias)) for (const [id, v] of b.logit_bias) bias[String(id)] = v === false ? -100 : v;
   else Object.assign(bias, b.logit_bias ?? {});
@@ -276,8 +276,7 @@ function samplingOf(b: Generation): common.SamplingParams {
     topP: b.top_p ?? 0.95,
     minP: b.min_p ?? 0.05,
     ...penaltyWindow(b.repeat_last_n, { repetitionPenalty: b.repeat_penalty ?? 1, presencePenalty: b.presence_penalty ?? 0, frequencyPenalty: b.frequency_penalty ?? 0 }),
-    seed: seed >= 0 ? seed : 0,
-    hasSeed: seed >= 0,
+    ...seedParams(b.seed),
     extras: samplerExtras(b),
   });
 }

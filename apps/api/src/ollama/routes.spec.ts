@@ -65,6 +65,9 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
     const defaults = await ollama.chat({ model: 'tiny', messages, options: { num_predict: 6, seed: 3 } });
     const same = await stack.post('/v1/chat/completions', { model: 'tiny', messages, max_tokens: 6, seed: 3, temperature: 0.8, top_k: 40, top_p: 0.9, repeat_penalty: 1.1 });
     expect(defaults.message.content).toBe(same.body.choices[0].message.content);
+    // A seed is read as a uint32 (Go's uint32(seed)): -3 samples as 2^32 - 3.
+    const wrapped = await ollama.chat({ model: 'tiny', messages, options: { num_predict: 6, seed: -3, temperature: 1.5 } });
+    expect(wrapped.message.content).toBe((await ollama.chat({ model: 'tiny', messages, options: { num_predict: 6, seed: 2 ** 32 - 3, temperature: 1.5 } })).message.content);
     // Ollama's mirostat options reach the sampler: Mirostat 2 at tau 0 keeps only the best token.
     const miro = await ollama.chat({ model: 'tiny', messages, options: { num_predict: 6, seed: 3, temperature: 1.5, repeat_penalty: 1, mirostat: 2, mirostat_tau: 0, mirostat_eta: 0 } });
     expect(miro.message.content).toBe(r.message.content);

@@ -33,6 +33,7 @@ import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { ollamaOptionDefaults, type SamplingDefaults } from '../sampling-defaults';
 import { diffusionFields, diffusionRequest, samplerExtraFields, samplerExtras } from '../sampler-extras';
+import { seedField, seedParams } from '../seed';
 import { openAiError } from '../openai/schemas';
 import { VERSION } from '../version';
 import { DIGESTS_FILE, ModelDigests } from './digests';
@@ -55,7 +56,7 @@ const options = z
     top_k: z.number().int().min(0).transform((k) => Math.min(k, 2_147_483_647)).optional().nullable(),
     top_p: z.number().min(0).max(1).optional().nullable(),
     min_p: z.number().min(0).max(1).optional().nullable(),
-    seed: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+    seed: seedField,
     stop: z.union([z.string(), z.array(z.string()).max(16)]).optional().nullable(),
     repeat_penalty: z.number().min(0).max(10).optional().nullable(),
     repeat_last_n: z.number().int().min(-1).max(1_000_000).optional().nullable(),
@@ -408,7 +409,6 @@ function capabilities(m: common.ModelInfo, goTemplate?: string): string[] {
 function sampling(o: Options | null | undefined, contextLength: number): common.SamplingParams {
   const lastN = o?.repeat_last_n ?? OLLAMA_DEFAULTS.repeat_last_n;
   const penalties = lastN !== 0;
-  const seed = o?.seed ?? -1;
   return withLogitBias(null, {
     temperature: o?.temperature ?? OLLAMA_DEFAULTS.temperature,
     topK: o?.top_k ?? OLLAMA_DEFAULTS.top_k,
@@ -419,8 +419,7 @@ function sampling(o: Options | null | undefined, contextLength: number): common.
     presencePenalty: penalties ? (o?.presence_penalty ?? 0) : 0,
     frequencyPenalty: penalties ? (o?.frequency_penalty ?? 0) : 0,
     penaltyLastN: lastN < 0 ? contextLength : lastN,
-    seed: seed >= 0 ? seed : 0,
-    hasSeed: seed >= 0,
+    ...seedParams(o?.seed),
     extras: samplerExtras(o),
   });
 }

@@ -23,6 +23,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
+import { seedParams } from '../seed';
 import { MemoryResponseStore, type ResponseStore } from './response-store';
 import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, requestModel, RESPONSE_FORMATS, submitAll, unary, withLogitBias, withModelfileMessages, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';
@@ -402,7 +403,7 @@ async function respond(
     maxTokens: b.max_output_tokens ?? 1024,
     sampling: withLogitBias(null, {
       temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0, minP: b.min_p ?? 0, repetitionPenalty: b.repeat_penalty ?? 1,
-      seed: Math.max(0, b.seed ?? 0), hasSeed: b.seed != null && b.seed >= 0,
+      ...seedParams(b.seed),
     }),
     toolChoice: typeof choice === 'object' && choice ? pb.ToolChoice.TOOL_CHOICE_FUNCTION : choice === 'required' ? pb.ToolChoice.TOOL_CHOICE_REQUIRED : pb.ToolChoice.TOOL_CHOICE_AUTO,
     toolChoiceFunction: typeof choice === 'object' && choice ? choice.name : '',

@@ -134,6 +134,20 @@ describe('OpenAI-compatible routes', () => {
     expect(new Set(random).size).toBeGreaterThan(1);
   });
 
+  it('takes any integer seed, as OpenAI does: past 2^53 and other negatives reduced modulo 2^32, as llama-server reads them', async () => {
+    // The raw body: 2^63 - 1 is not a JavaScript number; JSON.parse makes it 2^63 (0 modulo 2^32).
+    const ask = async (seed: string) => {
+      const r = await post('/v1/chat/completions', `{"model":"tiny","messages":[{"role":"user","content":"Once upon a time"}],"temperature":1.5,"max_tokens":12,"ignore_eos":true,"seed":${seed}}`);
+      expect(r.status).toBe(200);
+      return ((await r.json()) as OpenAI.Chat.ChatCompletion).choices[0].message.content;
+    };
+    expect(await ask('-2')).toBe(await ask(String(2 ** 32 - 2)));
+    expect(await ask('-9')).toBe(await ask(String(2 ** 32 - 9)));
+    expect(await ask('9223372036854775807')).toBe(await ask('0'));
+    expect(await ask('-9223372036854775808')).toBe(await ask('0'));
+    expect(await ask('-2')).not.toBe(await ask('0'));
+  });
+
   it('takes a top_k beyond int32 as any top_k past the vocabulary (every token kept)', async () => {
     // Not the same draw as top_k 0: like llama.cpp, a top_k sorts the candidates first.
     const ask = (top_k: number) => chat('Once upon a time', { temperature: 1.5, seed: 3, max_tokens: 8, ignore_eos: true, top_k } as never).then((r) => r.choices[0].message.content);
@@ -636,7 +650,7 @@ describe('OpenAI-compatible routes', () => {
     ['negative max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: -1 }, auth()], 400],
     ['huge max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: 1e12 }, auth()], 400],
     ['temperature out of range', () => [{ model: 'tiny', messages: msg, temperature: 5 }, auth()], 400],
-    ['seed below -1', () => [{ model: 'tiny', messages: msg, seed: -2 }, auth()], 400],
+    ['fractional seed', () => [{ model: 'tiny', messages: msg, seed: 1.5 }, auth()], 400],
     ['top_logprobs without logprobs', () => [{ model: 'tiny', messages: msg, top_logprobs: 3 }, auth()], 400],
     ['empty messages', () => [{ model: 'tiny', messages: [] }, auth()], 400],
     ['prompt longer than the context', () => [{ model: 'tiny', messages: [{ role: 'user', content: 'word '.repeat(CTX + 100) }] }, auth()], 400],

@@ -9,6 +9,7 @@ import type { Modelfile } from '../ollama/modelfiles';
 import type { SamplingDefaults } from '../sampling-defaults';
 import type { ApiMetrics } from '../metrics';
 import { diffusionRequest, penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
+import { seedParams } from '../seed';
 import { StructuredOutputError, structuredOutput } from '../structured-output';
 import { llamaTimings } from '../timings';
 import { HttpError, resolveModel } from '../llama-server/routes';
@@ -104,8 +105,6 @@ export const RESPONSE_FORMATS = {
 } as const;
 
 function commonFields(b: (ChatCompletionRequest | CompletionRequest) & { model: string }, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
-  // (-1 is llama-server's random seed: as none.)
-  const seed = b.seed != null && b.seed >= 0 ? b.seed : undefined;
   // llama-server's json_schema and vLLM's guided_json / guided_choice (throws StructuredOutputError).
   const structured = structuredOutput(b, !!b.response_format && b.response_format.type !== 'text');
   return {
@@ -124,8 +123,7 @@ function commonFields(b: (ChatCompletionRequest | CompletionRequest) & { model: 
         presencePenalty: b.presence_penalty ?? 0,
         frequencyPenalty: b.frequency_penalty ?? 0,
       }),
-      seed: seed ?? 0,
-      hasSeed: seed !== undefined,
+      ...seedParams(b.seed),
       extras: samplerExtras(b),
     }),
     stream: !!b.stream,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { diffusionFields, loraField, repeatLastN, samplerExtraFields, slotFields } from '../sampler-extras';
+import { seedField } from '../seed';
 import { structuredFields } from '../structured-output';
 
 // Request bodies in the order of OpenAI's API reference. Unknown fields are ignored, as OpenAI's
@@ -24,8 +25,8 @@ const vllmFields = {
 export const sampling = {
   temperature: z.number().min(0).max(2).optional().nullable(),
   top_p: z.number().gt(0).max(1).optional().nullable(),
-  /** -1: a random seed, as llama-server reads it (the default: none). */
-  seed: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  /** Any integer; -1: a random seed, as llama-server reads it (the default: none). See seed.ts. */
+  seed: seedField,
   presence_penalty: z.number().min(-2).max(2).optional().nullable(),
   frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
   /** Choices per request, each its own sequence (sampled with seed + index when a seed is given). */
