@@ -117,6 +117,20 @@ describe('kail run with a diffusion model', () => {
     expect(none.stopping_word).toBeUndefined();
   }, 60_000);
 
+  it("kail run NAME: the model's Modelfile system prompt, MESSAGE lines and template make the chat prompt, as for an autoregressive model", () => {
+    fs.mkdirSync(path.join(dir, 'models'), { recursive: true });
+    fs.copyFileSync(llada, path.join(dir, 'models', 'lm.gguf'));
+    const template = '{{ range .Messages }}[{{ .Role }}] {{ .Content }}\n{{ end }}[assistant] ';
+    fs.writeFileSync(path.join(dir, 'models', 'lm.modelfile.json'), JSON.stringify({ system: 'Be brief.', template, messages: [{ role: 'user', content: 'Earlier.' }, { role: 'assistant', content: 'Yes.' }] }));
+    const flags = ['-n', '8', '--diffusion-steps', '8', '-t', '2', '--json'];
+    const got = kail('run', '--data-dir', dir, 'lm', 'Hello', ...flags);
+    expect(got.status).toBe(0);
+    const want = JSON.parse(kail('run', '-m', llada, '-p', '[system] Be brief.\n[user] Earlier.\n[assistant] Yes.\n[user] Hello\n[assistant] ', ...flags).stdout);
+    const j = JSON.parse(got.stdout);
+    expect([j.prompt_tokens, j.tokens]).toEqual([want.prompt_tokens, want.tokens]);
+    expect(kail('run', '--data-dir', dir, 'lm', 'Hello', '-n', '8', '--diffusion-steps', '8', '-t', '2').stderr).toContain('lm.gguf: its Modelfile settings: system prompt, template, 2 message(s)');
+  }, 60_000);
+
   it('refuses both schedules at once, an unknown algorithm and steps the blocks do not divide, with exit 1', () => {
     for (const [args, want] of [
       [['--diffusion-eps', '0.01', '--diffusion-block-length', '4'], /give one of the diffusion eps .* and the diffusion block length/],

@@ -46,6 +46,8 @@ export interface DiffusionRunInput {
   text: string;
   chat: boolean;
   systemPrompt?: string;
+  /** A Modelfile's MESSAGE lines: the chat's opening, after the system prompt. */
+  opening?: readonly { role: 'system' | 'user' | 'assistant'; content: string }[];
   template?: string;
   /** 'go': `template` is an Ollama template (a Modelfile's TEMPLATE). */
   templateFormat?: ChatTemplateFormat;
@@ -65,7 +67,7 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
   const settings = diffusionModelSettings(model);
   let text = r.text;
   if (r.chat) {
-    const messages = [...(r.systemPrompt !== undefined ? [{ role: 'system' as const, content: r.systemPrompt }] : []), { role: 'user' as const, content: text }];
+    const messages = [...(r.systemPrompt !== undefined ? [{ role: 'system' as const, content: r.systemPrompt }] : []), ...(r.opening ?? []), { role: 'user' as const, content: text }];
     text = ChatTemplate.fromTokenizer(model.tokenizer, { override: r.template, format: r.templateFormat }).render(messages, { ...r.render, addGenerationPrompt: true });
   }
   // (BOS where the vocabulary adds it, chat or not, as llama-diffusion-cli.)

@@ -831,7 +831,7 @@ export function registerModelCommands(program: Command): void {
         return await runDiffusion(
           model,
           o,
-          { text: userText, chat: !!o.chat, systemPrompt, template: templateOverride, templateFormat, render, nPredict, temperature: o.temp, topK: o.topK, topP: o.topP, seed: o.seed, json: !!o.json, modelPath, reversePrompt: reverse },
+          { text: userText, chat: !!o.chat, systemPrompt, opening, template: templateOverride, templateFormat, render, nPredict, temperature: o.temp, topK: o.topK, topP: o.topP, seed: o.seed, json: !!o.json, modelPath, reversePrompt: reverse },
           log,
         );
       }
