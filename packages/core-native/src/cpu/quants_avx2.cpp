@@ -1134,30 +1134,35 @@ struct kquant {
 
 #if defined(KAIL_IQ_WIDE_TU)
 // The codebook i-quants' prompt tiles at the AVX-512 level (this file compiled again as
-// quants_iq_avx512.cpp): two rows by 9 to kWideT tokens. A row's block is decoded once into its
-// eight 32-weight halves as int16 words, sign and 16-weight scale applied (|w| <= 62 and scale <=
-// 31: within 2^15), and each token's half, widened to int16 once, takes one VPDPWSSD per row; four
-// tokens per decoded block at a time. kquant's tile does VPSIGNB, VPMADDUBSW and VPDPWSSD per
+// quants_iq_avx512.cpp): up to four rows by 9 to kWideT tokens. A row's block is decoded once into
+// its eight 32-weight halves as int16 words, sign and 16-weight scale applied (|w| <= 62 and scale
+// <= 31: within 2^15), and each token's half, widened to int16 once, takes one VPDPWSSD per row;
+// four tokens per decoded block at a time. kquant's tile does VPSIGNB, VPMADDUBSW and VPDPWSSD per
 // token, row and half, and shares a decoded block among at most 8 tokens. The int32 lanes of a
-// 32-value half, summed in pairs, are kquant's lanes (4 consecutive weights each, scaled), so a
-// token's float steps and result are kquant's bits whatever the tile; kquant's tiles still serve
-// up to 8 tokens, where they measured faster (bench-matmul 4096 x 4096, 1 thread, AMD EPYC Zen 5
-// VM, prompt GFLOP/s, kquant -> these tiles, 32 tokens: IQ2_S 107 -> 158, IQ3_S 84 -> 141, IQ2_XXS
-// 103 -> 161; 256: IQ2_S 106 -> 166, IQ3_S 81 -> 143, IQ2_XXS 101 -> 163, IQ1_M 85 -> 135; one
-// row per tile: 119-125, 112-116, 127-135, 115; 8 tokens: 67-83 against kquant's 97-114).
+// 32-value half, summed in pairs, are kquant's lanes (4 consecutive weights each, scaled), and two
+// tokens' pair sums share one register (even and odd lanes) for the convert and the FMA, each lane
+// with its own token's scale, so a token's float steps and result are kquant's bits whatever the
+// tile; kquant's tiles still serve up to 8 tokens, where they measured faster. bench-matmul 4096 x
+// 4096, 1 thread, AMD EPYC Zen 5 VM, prompt GFLOP/s at 256 tokens, kquant -> two-row tiles (one
+// token per register) -> these: IQ2_S 106 -> 166 -> 190, IQ3_S 81 -> 143 -> 157, IQ2_XXS 101 ->
+// 163 -> 197, IQ1_M 85 -> 135 -> 152, IQ3_XXS 150 -> 180 (four rows alone: about +8%; one row
+// per tile: about half the first gain; 8 tokens: 67-83 against kquant's 97-114).
 constexpr int kWideT = 32;
+constexpr int kWideR = 4;
 template <template <bool> class DEC, bool VNNI>
 struct iq_wide {
     using D = DEC<VNNI>;
-    // Tokens a[0..G) against one decoded block i of NR rows: each row's int32 lanes, then one FMA
-    // each into acc[row][token] (row r's accumulators kWideT apart).
+    // Tokens a[0..G) against one decoded block i of NR rows. Each (row, token) gets 16 int32 lanes;
+    // pairs of them summed are kquant's 8 lanes, kept in the even lanes for the pair's first token
+    // and in the odd lanes for its second, so two tokens take one convert and one FMA into
+    // acc[row][pair] (row r's pairs kWideT / 2 apart), each lane with its own token's scale.
     template <int NR, int G>
-    static KAIL_INLINE void group(const __m512i (*w16)[8], const float * d, int64_t i, const uint8_t * const * a, __m256 * acc) {
+    static KAIL_INLINE void group(const __m512i (*w16)[8], const __m512 * d, int64_t i, const uint8_t * const * a, __m512 * acc) {
         const block_q8_K * y[G];
         __m512i A[NR][G];
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) y[g] = reinterpret_cast<const block_q8_K *>(a[g]) + i;
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int r = 0; r < NR; r++)
 #pragma GCC unroll 8
             for (int g = 0; g < G; g++) A[r][g] = _mm512_setzero_si512();
@@ -1166,34 +1171,40 @@ struct iq_wide {
 #pragma GCC unroll 8
             for (int g = 0; g < G; g++) {
                 const __m512i yv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[g]->qs + 32 * h)));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
                 for (int r = 0; r < NR; r++) A[r][g] = _mm512_dpwssd_epi32(A[r][g], w16[r][h], yv);
             }
         }
-#pragma GCC unroll 2
-        for (int r = 0; r < NR; r++)
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++) {
-                const __m256i L = _mm512_cvtepi64_epi32(_mm512_add_epi32(A[r][g], _mm512_srli_epi64(A[r][g], 32)));
-                acc[r * kWideT + g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(L), _mm256_set1_ps(d[r] * y[g]->d), acc[r * kWideT + g]);
+#pragma GCC unroll 4
+        for (int q = 0; q < (G + 1) / 2; q++) {
+            const int g0 = 2 * q, g1 = 2 * q + 1 < G ? 2 * q + 1 : 2 * q;
+            const __m512 yd = _mm512_mask_blend_ps(0xAAAA, _mm512_set1_ps(y[g0]->d), _mm512_set1_ps(y[g1]->d));
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++) {
+                __m512i L = _mm512_add_epi32(A[r][g0], _mm512_srli_epi64(A[r][g0], 32));
+                if (g1 != g0) L = _mm512_mask_blend_epi32(0xAAAA, L, _mm512_add_epi32(A[r][g1], _mm512_slli_epi64(A[r][g1], 32)));
+                acc[r * (kWideT / 2) + q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(d[r], yd), acc[r * (kWideT / 2) + q]);
             }
+        }
     }
     template <int NR>
     static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out, int nt) {
-        __m256 acc[NR * kWideT];
-        for (int t = 0; t < NR * kWideT; t++) acc[t] = _mm256_setzero_ps();
+        __m512 acc[NR * (kWideT / 2)];
+        const int np = (nt + 1) / 2;
+        for (int r = 0; r < NR; r++)
+            for (int q = 0; q < np; q++) acc[r * (kWideT / 2) + q] = _mm512_setzero_ps();
         const size_t ahead = rows_ahead(ws, NR);
         const __m512i spread = _mm512_set_epi16(8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         for (int64_t i = 0; i < k / QK_K; i++) {
             __m512i w16[NR][8];
-            float d[NR];
-#pragma GCC unroll 2
+            __m512 d[NR];
+#pragma GCC unroll 4
             for (int r = 0; r < NR; r++) {
                 const uint8_t * p = w + r * ws + i * D::BB;
                 prefetch_bytes(p + ahead, D::BB);
                 kstate s;
                 D::state(p, s);
-                d[r] = s.d;
+                d[r] = _mm512_set1_ps(s.d);
 #pragma GCC unroll 4
                 for (int c = 0; c < D::NCHUNK; c++) {
                     __m256i u[2], sc[2], sg[2];
@@ -1204,20 +1215,34 @@ struct iq_wide {
                 }
             }
             int t = 0;
-            for (; t + 4 <= nt; t += 4) group<NR, 4>(w16, d, i, a + t, acc + t);
-            if (nt - t == 3) group<NR, 3>(w16, d, i, a + t, acc + t);
-            else if (nt - t == 2) group<NR, 2>(w16, d, i, a + t, acc + t);
-            else if (nt - t == 1) group<NR, 1>(w16, d, i, a + t, acc + t);
+            for (; t + 4 <= nt; t += 4) group<NR, 4>(w16, d, i, a + t, acc + t / 2);
+            if (nt - t == 3) group<NR, 3>(w16, d, i, a + t, acc + t / 2);
+            else if (nt - t == 2) group<NR, 2>(w16, d, i, a + t, acc + t / 2);
+            else if (nt - t == 1) group<NR, 1>(w16, d, i, a + t, acc + t / 2);
         }
-        for (int t = 0; t < nt; t++)
-            for (int r = 0; r < NR; r++) out[t][r] = hsum8(acc[r * kWideT + t]);
+        // A token's 8 lanes in kquant's order, then kquant's horizontal sum.
+        const __m512i even = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+        for (int q = 0; q < np; q++)
+            for (int r = 0; r < NR; r++) {
+                const __m512 v = _mm512_permutexvar_ps(even, acc[r * (kWideT / 2) + q]);
+                out[2 * q][r] = hsum8(_mm512_castps512_ps256(v));
+                if (2 * q + 1 < nt) out[2 * q + 1][r] = hsum8(_mm512_extractf32x8_ps(v, 1));
+            }
     }
     template <int R, int T>
     struct tile {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            static_assert(R <= 2 && T <= kWideT, "at most two rows and kWideT tokens");
-            if constexpr (T <= 8) kquant<DEC, VNNI>::template tile<R, T>::run(k, w, ws, a, out);
-            else iq_wide::run<R>(k, w, ws, a, out, T);
+            static_assert(R <= kWideR && T <= kWideT, "at most kWideR rows and kWideT tokens");
+            if constexpr (T > 8 && R != 3) iq_wide::run<R>(k, w, ws, a, out, T);
+            else if constexpr (T <= 8 && R <= 2) kquant<DEC, VNNI>::template tile<R, T>::run(k, w, ws, a, out);
+            else {
+                // The first two rows, then the rest: kquant's tiles hold two rows, and three rows
+                // (the last of a row block, now and then) are not worth a wide tile of their own.
+                tile<2, T>::run(k, w, ws, a, out);
+                float * rest[T];
+                for (int t = 0; t < T; t++) rest[t] = out[t] + 2;
+                tile<R - 2, T>::run(k, w + 2 * ws, ws, a, rest);
+            }
         }
     };
 };
@@ -1737,13 +1762,13 @@ void to_float_iq4_nl(const void * vx, void * vy, int64_t k) {
 void kernels_init_iq_avx512(kernel_table & t) {
     // (The AVX-512 level has VNNI; kquant's tiles under 9 tokens take VPDPWSSD.) Activation chunks
     // stay sized for 8 tokens (chunk_t), as with kquant's tiles: the same cuts, so the same bits.
-    set<iq_wide<iq2_xxs_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ2_XXS, nullptr);
-    set<iq_wide<iq2_xs_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ2_XS, nullptr);
-    set<iq_wide<iq2_s_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ2_S, nullptr);
-    set<iq_wide<iq3_xxs_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ3_XXS, nullptr);
-    set<iq_wide<iq3_s_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ3_S, nullptr);
-    set<iq_wide<iq1_s_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ1_S, nullptr);
-    set<iq_wide<iq1_m_dec, true>::tile, 2, kWideT>(t, KAIL_TYPE_IQ1_M, nullptr);
+    set<iq_wide<iq2_xxs_dec, true>::tile, kWideR, kWideT>(t, KAIL_TYPE_IQ2_XXS, nullptr);
+    set<iq_wide<iq2_xs_dec, true>::tile, kWideR, kWideT>(t, KAIL_TYPE_IQ2_XS, nullptr);
+    set<iq_wide<iq2_s_dec, true>::tile, kWideR, kWideT>(t, KAIL_TYPE_IQ2_S, nullptr);
+    set<iq_wide<iq3_xxs_dec, true>::tile, kWideR, kWideT>(t, KAIL_TYPE_IQ3_XXS, nullptr);
+    set<iq_wide<iq3_s_dec, true>::tile, kWideR, kWideT>(t, KAIL_TYPE_IQ3_S, nullptr);
+    set<iq_wide<iq1_s_dec, true>::tile, kWideR, kWideT>(t, KAIL_TYPE_IQ1_S, nullptr);
+    set<iq_wide<iq1_m_dec, true>::tile, kWideR, kWideT>(t, KAIL_TYPE_IQ1_M, nullptr);
     for (uint32_t type : {KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS, KAIL_TYPE_IQ3_S, KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M})
         t.w[type].chunk_t = 8;
 }
