@@ -231,11 +231,10 @@ export class OllamaTemplate {
   /** The prompt text for `values`. Throws GoTemplateError when the template fails or a tool call's arguments are bad. */
   render(values: OllamaTemplateValues): string {
     const [system, messages] = collate(values.messages.map(toMessage));
-    const think = values.think ?? false;
-    const isThinkSet = values.isThinkSet ?? false;
-    const thinkLevel = values.thinkLevel ?? '';
+    // (Every execution's thinking fields, as Ollama's template.Values gives them.)
+    const thinking = { Think: values.think ?? false, ThinkLevel: values.thinkLevel ?? '', IsThinkSet: values.isThinkSet ?? false };
     if (values.prompt && values.suffix) {
-      return this.template.execute({ Prompt: values.prompt, Suffix: values.suffix, Response: '', Think: think, ThinkLevel: thinkLevel, IsThinkSet: isThinkSet });
+      return this.template.execute({ Prompt: values.prompt, Suffix: values.suffix, Response: '', ...thinking });
     }
     if (this.usesMessages) {
       return this.template.execute({
@@ -243,9 +242,7 @@ export class OllamaTemplate {
         Messages: messages.map(messageStruct),
         Tools: values.tools ? values.tools.map(toTool) : nil([], 'api.Tools'),
         Response: '',
-        Think: think,
-        ThinkLevel: thinkLevel,
-        IsThinkSet: isThinkSet,
+        ...thinking,
         Query: '',
         Document: '',
         Instruction: '',
@@ -254,7 +251,7 @@ export class OllamaTemplate {
 
     let out = '';
     let turn = { system: '', prompt: '', response: '' };
-    const data = () => ({ System: turn.system, Prompt: turn.prompt, Response: turn.response, Think: think, ThinkLevel: thinkLevel, IsThinkSet: isThinkSet });
+    const data = () => ({ System: turn.system, Prompt: turn.prompt, Response: turn.response, ...thinking });
     const execute = () => {
       out += this.template.execute(data());
       turn = { system: '', prompt: '', response: '' };
