@@ -1134,7 +1134,7 @@ struct kquant {
 
 #if defined(KAIL_IQ_WIDE_TU)
 // The codebook i-quants' prompt tiles at the AVX-512 level (this file compiled again as
-// quants_iq_avx512.cpp): up to four rows by 9 to kWideT tokens. A row's block is decoded once into
+// quants_iq_avx512.cpp): up to four rows by 9 to kWideT (64) tokens. A row's block is decoded once into
 // its eight 32-weight halves as int16 words, sign and 16-weight scale applied (|w| <= 62 and scale
 // <= 31: within 2^15), and each token's half, widened to int16 once, takes one VPDPWSSD per row;
 // four tokens per decoded block at a time. kquant's tile does VPSIGNB, VPMADDUBSW and VPDPWSSD per
@@ -1143,11 +1143,12 @@ struct kquant {
 // tokens' pair sums share one register (even and odd lanes) for the convert and the FMA, each lane
 // with its own token's scale, so a token's float steps and result are kquant's bits whatever the
 // tile; kquant's tiles still serve up to 8 tokens, where they measured faster. bench-matmul 4096 x
-// 4096, 1 thread, AMD EPYC Zen 5 VM, prompt GFLOP/s at 256 tokens, kquant -> two-row tiles (one
-// token per register) -> these: IQ2_S 106 -> 166 -> 190, IQ3_S 81 -> 143 -> 157, IQ2_XXS 101 ->
-// 163 -> 197, IQ1_M 85 -> 135 -> 152, IQ3_XXS 150 -> 180 (four rows alone: about +8%; one row
-// per tile: about half the first gain; 8 tokens: 67-83 against kquant's 97-114).
-constexpr int kWideT = 32;
+// 4096, 1 thread, AMD EPYC Zen 5 VM, prompt GFLOP/s at 256 tokens, kquant -> two rows by 32 tokens
+// (one token per register) -> four rows by 32, two tokens per register -> by 64: IQ2_S 106 -> 166
+// -> 190 -> 210-218, IQ3_S 81 -> 143 -> 157 -> 186-192, IQ2_XXS 101 -> 163 -> 197 -> 223, IQ3_XXS
+// 150 -> 180 -> 207 (four rows alone: about +8%; one row per tile: about half the first gain; 8
+// tokens: 67-83 against kquant's 97-114).
+constexpr int kWideT = 64;
 constexpr int kWideR = 4;
 template <template <bool> class DEC, bool VNNI>
 struct iq_wide {
