@@ -660,13 +660,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
                 goTemplate: b.template || mf.template || '',
               }),
         );
-        let fresh = t.tokens;
-        if (b.context?.length && !b.raw) {
-          // Going on from an earlier answer: the rendering's BOS would be a second one (Ollama
-          // tokenizes the context's text and the new turn as one prompt).
-          const bos = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(s.tokenize.bind(s), pb.TokenizeRequest.fromPartial({ model: m.id, text: '', addSpecial: true }));
-          if (bos.tokens.length === 1 && fresh[0] === bos.tokens[0]) fresh = fresh.slice(1);
-        }
+        // Going on from an earlier answer: the rendering's BOS would be a second one (Ollama
+        // tokenizes the context's text and the new turn as one prompt).
+        const fresh = b.context?.length && t.addedBos ? t.tokens.slice(1) : t.tokens;
         tokens = [...(b.context ?? []), ...fresh];
         // (Sent as tokens, the prompt's open reasoning is the template's, which Tokenize reports.)
         reasoningOpen = !b.raw && t.reasoningOpen;

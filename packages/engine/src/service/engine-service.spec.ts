@@ -413,6 +413,9 @@ describe("LocalModelHost with the engine's --chat-template", () => {
         expect(r.prompt).toBe('[user] Hi\n');
         const plain = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'm', text: r.prompt, parseSpecial: true })).tokens;
         expect(r.tokens).toEqual([bos[0], ...plain]);
+        // It says so (a client going on from earlier tokens drops it); without add_special, no BOS.
+        expect(r.addedBos).toBe(true);
+        expect(host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'm', text: 'Hi' })).addedBos).toBe(false);
         // Generate computes the same prompt.
         let promptTokens = -1;
         for await (const msg of host.generate(pb.GenerateRequest.fromPartial({ requestId: `bos-${template.length}`, model: 'm', messages: [{ role: 'user', content: 'Hi' }], maxTokens: 1 }), new AbortController().signal))

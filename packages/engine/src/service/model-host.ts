@@ -1083,7 +1083,8 @@ export class LocalModelHost implements ModelHost {
       ? tok.tokenize(prompt, { addSpecial: true, parseSpecial: true })
       : tok.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
     // A piece as llama_token_to_piece gives it (special tokens' text included), as llama-server's with_pieces.
-    return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [], prompt, reasoningOpen: !!prompt && opensReasoning(prompt) };
+    const addedBos = (req.messages.length > 0 || req.addSpecial) && tok.vocab.addBos && tokens.length > 0;
+    return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [], prompt, reasoningOpen: !!prompt && opensReasoning(prompt), addedBos };
   }
 
   detokenize(req: pb.DetokenizeRequest): string {

@@ -890,6 +890,11 @@ export interface TokenizeResponse {
   prompt: string;
   /** With messages: the prompt leaves a reasoning block open (GenerateResponse.reasoning_open). */
   reasoningOpen: boolean;
+  /**
+   * tokens[0] is the BOS the tokenizer put first (add_special, or messages, with a vocabulary
+   * that adds one): a client joining this prompt onto earlier tokens drops it.
+   */
+  addedBos: boolean;
 }
 
 export interface DetokenizeRequest {
@@ -6968,7 +6973,7 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
 };
 
 function createBaseTokenizeResponse(): TokenizeResponse {
-  return { tokens: [], pieces: [], prompt: "", reasoningOpen: false };
+  return { tokens: [], pieces: [], prompt: "", reasoningOpen: false, addedBos: false };
 }
 
 export const TokenizeResponse: MessageFns<TokenizeResponse> = {
@@ -6988,6 +6993,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     }
     if (message.reasoningOpen !== false) {
       writer.uint32(32).bool(message.reasoningOpen);
+    }
+    if (message.addedBos !== false) {
+      writer.uint32(40).bool(message.addedBos);
     }
     return writer;
   },
@@ -7047,6 +7055,14 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
             message.reasoningOpen = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.addedBos = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7071,6 +7087,11 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
         : isSet(object.reasoning_open)
         ? globalThis.Boolean(object.reasoning_open)
         : false,
+      addedBos: isSet(object.addedBos)
+        ? globalThis.Boolean(object.addedBos)
+        : isSet(object.added_bos)
+        ? globalThis.Boolean(object.added_bos)
+        : false,
     };
   },
 
@@ -7088,6 +7109,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     if (message.reasoningOpen !== false) {
       obj.reasoningOpen = message.reasoningOpen;
     }
+    if (message.addedBos !== false) {
+      obj.addedBos = message.addedBos;
+    }
     return obj;
   },
 
@@ -7100,6 +7124,7 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     message.pieces = object.pieces?.map((e) => e) || [];
     message.prompt = object.prompt ?? "";
     message.reasoningOpen = object.reasoningOpen ?? false;
+    message.addedBos = object.addedBos ?? false;
     return message;
   },
 };
