@@ -30,6 +30,23 @@ describe('kail model commands', () => {
     expect(again.tokens).toEqual(out.tokens);
   });
 
+  it('run computes in place without loading the gRPC stack (grpc-js, protobuf, the generated contracts), which only slows its start', () => {
+    // A preload that lists, at exit, every module file the process loaded.
+    const hook = path.join(dir, 'list-modules.js');
+    fs.writeFileSync(hook, "process.on('exit', () => process.stderr.write('MODULES ' + JSON.stringify(Object.keys(require.cache)) + '\\n'));\n");
+    const loaded = (...args: string[]) => {
+      const r = spawnSync(process.execPath, ['-r', hook, KAIL, ...args], { encoding: 'utf8', timeout: 120_000 });
+      expect(r.status).toBe(0);
+      const line = r.stderr.split('\n').find((l) => l.startsWith('MODULES '));
+      return JSON.parse(line!.slice('MODULES '.length)) as string[];
+    };
+    const grpc = (files: string[]) => files.filter((f) => /[\\/](@grpc|protobufjs|@bufbuild|grpc-health-check)[\\/]|[\\/]packages[\\/]proto[\\/]/.test(f));
+    const run = loaded('run', '-m', model, '-p', 'Hello', '-n', '2', '--json');
+    expect(run.some((f) => /batch-engine/.test(f))).toBe(true);  // the list is real: the engine is in it
+    expect(grpc(run)).toEqual([]);
+    expect(grpc(loaded('--version'))).toEqual([]);
+  });
+
   it('run streams text and prints tokens/s; --chat applies the template', () => {
     const r = kail('run', '-m', model, '-p', 'Hi', '-n', '4', '--chat');
     expect(r.status).toBe(0);

@@ -20,6 +20,7 @@ export { ROPE_FLAGS, ROPE_SCALINGS, applyRopeOptions, checkRopeOptions, parseRop
 export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';
 export { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from './model/split-files';
+export { modelfileSidecar } from './model/sidecar-files';
 export { NllAccumulator, perplexity, perplexityChunks, perplexityStrided, type PerplexityOptions, type PerplexityResult, type StridedPerplexityOptions } from './model/perplexity';
 export { evaluateChoiceTasks, sharedStart, type ChoiceEvalOptions, type ChoiceRows } from './model/choice-eval';
 export {

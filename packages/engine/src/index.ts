@@ -2,6 +2,6 @@
 export * from './core';
 export { ENGINE_SERVICE_NAME, createEngineClient, createEngineServiceImpl, startEngineServer } from './service/engine-service';
 export type { EngineServerOptions, RunningEngineServer } from './service/engine-service';
-export { LocalModelHost, copyModelInDirectory, existingModelFile, listModelsDirectory, modelfileSidecar, modelsDirectoryFile, removeModelFiles, samplingFromProto } from './service/model-host';
+export { LocalModelHost, copyModelInDirectory, existingModelFile, listModelsDirectory, modelsDirectoryFile, removeModelFiles, samplingFromProto } from './service/model-host';
 export type { LocalModelHostOptions } from './service/model-host';
 export type { ModelHost } from './service/model-host';

@@ -5,7 +5,7 @@
 // defaults of the flags they stand for (a flag on the command line wins).
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { modelfileSidecar } from '@kailstream/engine';
+import { modelfileSidecar } from '@kailstream/engine/core';
 
 export interface ModelfileSettings {
   system?: string;

@@ -8,6 +8,7 @@ import { profileDefaults, profileRamBudget, type HardwareProfile } from '../mode
 import { EngineModel, defaultRamBudget, draftLayersOf, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import type { DiffusionOptions } from '../model/diffusion';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
+import { modelfileSidecar } from '../model/sidecar-files';
 import { ChatTemplate, RESERVED_TEMPLATE_VARS, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
@@ -32,16 +33,6 @@ export interface LoraSpec {
 /** The sidecar of a models-directory file that lists the LoRA adapters it loads with (ID.lora.json). */
 function loraSidecar(modelFile: string): string {
   return modelFile.replace(/\.gguf$/, '') + '.lora.json';
-}
-
-/**
- * The sidecar of a models-directory file with its Modelfile settings (ID.modelfile.json: system
- * prompt, template, default options, opening messages, license), which the API's Ollama create
- * writes and reads and `kail run NAME` applies; the engine carries it along when the model is
- * copied or deleted.
- */
-export function modelfileSidecar(modelFile: string): string {
-  return modelFile.replace(/\.gguf$/, '') + '.modelfile.json';
 }
 
 function readLoraSidecar(modelFile: string): LoraSpec[] {
