@@ -881,6 +881,32 @@ struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
                iq2s_grid[((q >> 16) & 0xFF) | ((qh << 4) & 0x300)], iq2s_grid[(q >> 24) | ((qh << 2) & 0x300)], iq_minus_bits(signs), u, sg);
         sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
+#if defined(KAIL_IQ_WIDE_TU)
+    // As iq3_s_dec::wide16: 64 weights are 8 grid entries of 8 (one VPGATHERQQ), 64 sign bits, and
+    // a scale per 16 weights.
+    static constexpr bool WIDE16 = true;
+    static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
+        const block_iq2_s & b = *reinterpret_cast<const block_iq2_s *>(p);
+        const __m256i shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            // Grid index of entry e of sub-blocks 2c, 2c+1: byte e of qs, bits 2e..2e+1 of their qh bytes as bits 8-9.
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[2 * c] | (b.qh[2 * c + 1] << 8)), shift), _mm256_set1_epi32(3)), 8);
+            uint64_t q, sg;
+            std::memcpy(&q, b.qs + 8 * c, 8);
+            std::memcpy(&sg, b.qs + QK_K / 8 + 8 * c, 8);
+            const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
+            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq2s_grid), 8);
+            const __m512i v = _mm512_mask_sub_epi8(g, sg, _mm512_setzero_si512(), g);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const uint8_t s8 = b.scales[2 * c + h];
+                const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * (s8 & 0xF) + 1)), _mm256_set1_epi16(static_cast<short>(2 * (s8 >> 4) + 1)), 1);
+                w16[2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v)), sc);
+            }
+        }
+    }
+#endif
 };
 
 template <bool VNNI>
@@ -914,6 +940,28 @@ struct iq3_s_dec : iq_dec<block_iq3_s, iq3_s_dec<VNNI>> {
         const int ls = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
         sc = iq_scales(ls, ls);
     }
+#if defined(KAIL_IQ_WIDE_TU)
+    // The wide tiles' words for a whole block: w16[h] holds weights 32h..32h+31 in order, each its
+    // signed grid value times its sub-block's scale, the words sub() leads to. 64 weights (16 grid
+    // entries) take one VPGATHERDD, and their 64 sign bits are the mask that negates them.
+    static constexpr bool WIDE16 = true;
+    static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
+        const block_iq3_s & b = *reinterpret_cast<const block_iq3_s *>(p);
+        const __m512i entry = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            // Grid index of entry e of sub-blocks 2c, 2c+1: byte e of qs, bit e of their qh bytes as bit 8.
+            const __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(b.qh[2 * c] | (b.qh[2 * c + 1] << 8)), entry), _mm512_set1_epi32(1)), 8);
+            const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 16 * c))), hi);
+            const __m512i g = _mm512_i32gather_epi32(idx, reinterpret_cast<const int *>(iq3s_grid), 4);
+            uint64_t sg;
+            std::memcpy(&sg, b.signs + 8 * c, 8);
+            const __m512i v = _mm512_mask_sub_epi8(g, sg, _mm512_setzero_si512(), g);
+            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(1 + 2 * (b.scales[c] & 0xF))));
+            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(1 + 2 * (b.scales[c] >> 4))));
+        }
+    }
+#endif
 };
 
 // IQ1: v = 8 * grid + delta (delta +-1 per group); u = |v|, sg = v (never 0).
@@ -1150,6 +1198,12 @@ struct kquant {
 // tokens: 67-83 against kquant's 97-114).
 constexpr int kWideT = 64;
 constexpr int kWideR = 4;
+// A decoder with wide16 (AVX-512 builds; WIDE16 says so) gives the wide tiles a whole block's words at once.
+template <class X, class = void>
+struct has_wide16 : std::false_type {};
+template <class X>
+struct has_wide16<X, std::void_t<decltype(X::WIDE16)>> : std::bool_constant<X::WIDE16> {};
+
 template <template <bool> class DEC, bool VNNI>
 struct iq_wide {
     using D = DEC<VNNI>;
@@ -1206,13 +1260,17 @@ struct iq_wide {
                 kstate s;
                 D::state(p, s);
                 d[r] = _mm512_set1_ps(s.d);
+                if constexpr (has_wide16<D>::value) {
+                    D::wide16(p, w16[r]);
+                } else {
 #pragma GCC unroll 4
-                for (int c = 0; c < D::NCHUNK; c++) {
-                    __m256i u[2], sc[2], sg[2];
-                    D::chunk(p, s, c, u, sc, sg);
+                    for (int c = 0; c < D::NCHUNK; c++) {
+                        __m256i u[2], sc[2], sg[2];
+                        D::chunk(p, s, c, u, sc, sg);
 #pragma GCC unroll 2
-                    for (int h = 0; h < 2; h++)
-                        w16[r][2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sign_epi8(u[h], sg[h])), _mm512_permutexvar_epi16(spread, _mm512_zextsi256_si512(sc[h])));
+                        for (int h = 0; h < 2; h++)
+                            w16[r][2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sign_epi8(u[h], sg[h])), _mm512_permutexvar_epi16(spread, _mm512_zextsi256_si512(sc[h])));
+                    }
                 }
             }
             int t = 0;
