@@ -828,6 +828,19 @@ KAIL_INLINE uint32_t iq_load32(const void * p) {
     return v;
 }
 
+#if defined(KAIL_IQ_WIDE_TU)
+// The signs of two sub-blocks of IQ2_XXS / IQ3_XXS as one 64-bit mask (bit n: weight n is
+// negated): each sub-block's aux word holds four 7-bit sign fields (bits 0-27), and a group's 8th
+// sign is the parity that makes its count even (kSigns.even, ggml's ksigns_iq2xs).
+KAIL_INLINE uint64_t iq_sign_bits(uint32_t aux0, uint32_t aux1) {
+    const uint64_t s = _pdep_u64(aux0, 0x7F7F7F7Full) | (_pdep_u64(aux1, 0x7F7F7F7Full) << 32);
+    uint64_t t = s ^ (s >> 4);
+    t ^= t >> 2;
+    t ^= t >> 1;
+    return s | ((t & 0x0101010101010101ull) << 7);
+}
+#endif
+
 KAIL_INLINE void iq_state(kstate & s, float d) {
     s.sc2 = _mm256_setzero_si256();
     s.mn = _mm256_setzero_si256();
@@ -859,6 +872,26 @@ struct iq2_xxs_dec : iq_dec<block_iq2_xxs, iq2_xxs_dec<VNNI>> {
         const int ls = 2 * static_cast<int>(aux >> 28) + 1;
         sc = iq_scales(ls, ls);
     }
+#if defined(KAIL_IQ_WIDE_TU)
+    // As iq2_s_dec::wide16 (8 grid entries of 8 per 64 weights), the signs from iq_sign_bits.
+    static constexpr bool WIDE16 = true;
+    static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
+        const block_iq2_xxs & b = *reinterpret_cast<const block_iq2_xxs *>(p);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            // Sub-block ib: 4 index bytes, then its aux word.
+            uint64_t q0, q1;
+            std::memcpy(&q0, b.qs + 8 * c, 8);
+            std::memcpy(&q1, b.qs + 8 * c + 4, 8);
+            const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>((q0 & 0xFFFFFFFFull) | (q1 << 32))));
+            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq2xxs_grid), 8);
+            const uint32_t aux0 = static_cast<uint32_t>(q0 >> 32), aux1 = static_cast<uint32_t>(q1 >> 32);
+            const __m512i v = _mm512_mask_sub_epi8(g, iq_sign_bits(aux0, aux1), _mm512_setzero_si512(), g);
+            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(2 * (aux0 >> 28) + 1)));
+            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(2 * (aux1 >> 28) + 1)));
+        }
+    }
+#endif
 };
 
 template <bool VNNI>
@@ -921,6 +954,22 @@ struct iq3_xxs_dec : iq_dec<block_iq3_xxs, iq3_xxs_dec<VNNI>> {
         const int ls = 2 * static_cast<int>(aux >> 28) + 1;
         sc = iq_scales(ls, ls);
     }
+#if defined(KAIL_IQ_WIDE_TU)
+    // As iq3_s_dec::wide16, the signs from iq_sign_bits.
+    static constexpr bool WIDE16 = true;
+    static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
+        const block_iq3_xxs & b = *reinterpret_cast<const block_iq3_xxs *>(p);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b.qs + 16 * c)));
+            const __m512i g = _mm512_i32gather_epi32(idx, reinterpret_cast<const int *>(iq3xxs_grid), 4);
+            const uint32_t aux0 = iq_load32(b.qs + QK_K / 4 + 8 * c), aux1 = iq_load32(b.qs + QK_K / 4 + 8 * c + 4);
+            const __m512i v = _mm512_mask_sub_epi8(g, iq_sign_bits(aux0, aux1), _mm512_setzero_si512(), g);
+            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(2 * (aux0 >> 28) + 1)));
+            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(2 * (aux1 >> 28) + 1)));
+        }
+    }
+#endif
 };
 
 template <bool VNNI>
