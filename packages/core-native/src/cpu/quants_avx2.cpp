@@ -1033,6 +1033,30 @@ struct iq1_s_dec : iq_dec<block_iq1_s, iq1_s_dec<VNNI>> {
         const int ls = 2 * ((qh >> 12) & 7) + 1;
         sc = iq_scales(ls, ls);
     }
+#if defined(KAIL_IQ_WIDE_TU)
+    // As iq2_s_dec::wide16: 8 grid entries per 64 weights (11-bit indices, the high 3 bits from
+    // qh), then 8g + delta per byte, delta +-1 per sub-block.
+    static constexpr bool WIDE16 = true;
+    static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
+        const block_iq1_s & b = *reinterpret_cast<const block_iq1_s *>(p);
+        const __m256i shift = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const uint32_t h0 = b.qh[2 * c], h1 = b.qh[2 * c + 1];
+            const __m256i qh = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(static_cast<int>(h0))), _mm_set1_epi32(static_cast<int>(h1)), 1);
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, shift), _mm256_set1_epi32(7)), 8);
+            uint64_t q;
+            std::memcpy(&q, b.qs + 8 * c, 8);
+            const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
+            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq1s_grid), 8);
+            const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
+            const __m512i delta = _mm512_inserti64x4(_mm512_set1_epi8((h0 >> 15) ? -1 : 1), _mm256_set1_epi8((h1 >> 15) ? -1 : 1), 1);
+            const __m512i v = _mm512_add_epi8(_mm512_add_epi8(g4, g4), delta);
+            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(2 * ((h0 >> 12) & 7) + 1)));
+            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(2 * ((h1 >> 12) & 7) + 1)));
+        }
+    }
+#endif
 };
 
 template <bool VNNI>
