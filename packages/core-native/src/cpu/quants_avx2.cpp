@@ -1078,6 +1078,37 @@ struct iq1_m_dec : iq_dec<block_iq1_m, iq1_m_dec<VNNI>> {
                 (q1 >> 3) & 1, (q1 >> 7) & 1, u, sg);
         sc = iq_scales(2 * ((w >> sh) & 7) + 1, 2 * ((w >> (sh + 3)) & 7) + 1);
     }
+#if defined(KAIL_IQ_WIDE_TU)
+    // As iq1_s_dec::wide16, with IQ1_M's fields: entry e of 64 weights takes its high index bits
+    // from nibble e of 4 qh bytes (bits 0-2) and its group's delta sign from that nibble's bit 3;
+    // a scale per 16 weights.
+    static constexpr bool WIDE16 = true;
+    static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
+        const block_iq1_m & b = *reinterpret_cast<const block_iq1_m *>(p);
+        const __m256i shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const uint32_t qh = iq_load32(b.qh + 4 * c);
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(qh)), shift), _mm256_set1_epi32(7)), 8);
+            uint64_t q;
+            std::memcpy(&q, b.qs + 8 * c, 8);
+            const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
+            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq1s_grid), 8);
+            const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
+            const __mmask64 neg = _pdep_u64(_pext_u32(qh, 0x88888888u), 0x0101010101010101ull) * 0xFF;
+            const __m512i v = _mm512_add_epi8(_mm512_add_epi8(g4, g4), _mm512_mask_blend_epi8(neg, _mm512_set1_epi8(1), _mm512_set1_epi8(-1)));
+            uint16_t w16s;
+            std::memcpy(&w16s, b.scales + 2 * c, 2);
+            const uint32_t w = w16s;
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const int sh = 6 * h;
+                const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * ((w >> sh) & 7) + 1)), _mm256_set1_epi16(static_cast<short>(2 * ((w >> (sh + 3)) & 7) + 1)), 1);
+                w16[2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v)), sc);
+            }
+        }
+    }
+#endif
 };
 
 template <bool VNNI>
