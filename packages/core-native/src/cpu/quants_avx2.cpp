@@ -832,6 +832,14 @@ KAIL_INLINE uint32_t iq_load32(const void * p) {
 // The signs of two sub-blocks of IQ2_XXS / IQ3_XXS as one 64-bit mask (bit n: weight n is
 // negated): each sub-block's aux word holds four 7-bit sign fields (bits 0-27), and a group's 8th
 // sign is the parity that makes its count even (kSigns.even, ggml's ksigns_iq2xs).
+// wide16's last step: 64 signed values v (weights 32h..32h+31 of sub-blocks h = 0, 1) widened
+// to int16 and times their scales, s[2h] for the first 16 weights of sub-block h, s[2h + 1] for the
+// other 16 (the same twice where a scale covers the sub-block), into w[0], w[1].
+KAIL_INLINE void iq_words64(__m512i v, int s0, int s1, int s2, int s3, __m512i * w) {
+    const auto sc = [](int lo, int hi) { return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(lo)), _mm256_set1_epi16(static_cast<short>(hi)), 1); };
+    w[0] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), sc(s0, s1));
+    w[1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), sc(s2, s3));
+}
 KAIL_INLINE uint64_t iq_sign_bits(uint32_t aux0, uint32_t aux1) {
     const uint64_t s = _pdep_u64(aux0, 0x7F7F7F7Full) | (_pdep_u64(aux1, 0x7F7F7F7Full) << 32);
     uint64_t t = s ^ (s >> 4);
@@ -887,8 +895,8 @@ struct iq2_xxs_dec : iq_dec<block_iq2_xxs, iq2_xxs_dec<VNNI>> {
             const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq2xxs_grid), 8);
             const uint32_t aux0 = static_cast<uint32_t>(q0 >> 32), aux1 = static_cast<uint32_t>(q1 >> 32);
             const __m512i v = _mm512_mask_sub_epi8(g, iq_sign_bits(aux0, aux1), _mm512_setzero_si512(), g);
-            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(2 * (aux0 >> 28) + 1)));
-            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(2 * (aux1 >> 28) + 1)));
+            const int ls0 = 2 * (aux0 >> 28) + 1, ls1 = 2 * (aux1 >> 28) + 1;
+            iq_words64(v, ls0, ls0, ls1, ls1, w16 + 2 * c);
         }
     }
 #endif
@@ -931,12 +939,8 @@ struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
             const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
             const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq2s_grid), 8);
             const __m512i v = _mm512_mask_sub_epi8(g, sg, _mm512_setzero_si512(), g);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const uint8_t s8 = b.scales[2 * c + h];
-                const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * (s8 & 0xF) + 1)), _mm256_set1_epi16(static_cast<short>(2 * (s8 >> 4) + 1)), 1);
-                w16[2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v)), sc);
-            }
+            const uint8_t s0 = b.scales[2 * c], s1 = b.scales[2 * c + 1];
+            iq_words64(v, 2 * (s0 & 0xF) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 0xF) + 1, 2 * (s1 >> 4) + 1, w16 + 2 * c);
         }
     }
 #endif
@@ -965,8 +969,8 @@ struct iq3_xxs_dec : iq_dec<block_iq3_xxs, iq3_xxs_dec<VNNI>> {
             const __m512i g = _mm512_i32gather_epi32(idx, reinterpret_cast<const int *>(iq3xxs_grid), 4);
             const uint32_t aux0 = iq_load32(b.qs + QK_K / 4 + 8 * c), aux1 = iq_load32(b.qs + QK_K / 4 + 8 * c + 4);
             const __m512i v = _mm512_mask_sub_epi8(g, iq_sign_bits(aux0, aux1), _mm512_setzero_si512(), g);
-            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(2 * (aux0 >> 28) + 1)));
-            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(2 * (aux1 >> 28) + 1)));
+            const int ls0 = 2 * (aux0 >> 28) + 1, ls1 = 2 * (aux1 >> 28) + 1;
+            iq_words64(v, ls0, ls0, ls1, ls1, w16 + 2 * c);
         }
     }
 #endif
@@ -1006,8 +1010,8 @@ struct iq3_s_dec : iq_dec<block_iq3_s, iq3_s_dec<VNNI>> {
             uint64_t sg;
             std::memcpy(&sg, b.signs + 8 * c, 8);
             const __m512i v = _mm512_mask_sub_epi8(g, sg, _mm512_setzero_si512(), g);
-            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(1 + 2 * (b.scales[c] & 0xF))));
-            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(1 + 2 * (b.scales[c] >> 4))));
+            const int ls0 = 1 + 2 * (b.scales[c] & 0xF), ls1 = 1 + 2 * (b.scales[c] >> 4);
+            iq_words64(v, ls0, ls0, ls1, ls1, w16 + 2 * c);
         }
     }
 #endif
@@ -1052,8 +1056,8 @@ struct iq1_s_dec : iq_dec<block_iq1_s, iq1_s_dec<VNNI>> {
             const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
             const __m512i delta = _mm512_inserti64x4(_mm512_set1_epi8((h0 >> 15) ? -1 : 1), _mm256_set1_epi8((h1 >> 15) ? -1 : 1), 1);
             const __m512i v = _mm512_add_epi8(_mm512_add_epi8(g4, g4), delta);
-            w16[2 * c] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), _mm512_set1_epi16(static_cast<short>(2 * ((h0 >> 12) & 7) + 1)));
-            w16[2 * c + 1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), _mm512_set1_epi16(static_cast<short>(2 * ((h1 >> 12) & 7) + 1)));
+            const int ls0 = 2 * ((h0 >> 12) & 7) + 1, ls1 = 2 * ((h1 >> 12) & 7) + 1;
+            iq_words64(v, ls0, ls0, ls1, ls1, w16 + 2 * c);
         }
     }
 #endif
@@ -1100,12 +1104,7 @@ struct iq1_m_dec : iq_dec<block_iq1_m, iq1_m_dec<VNNI>> {
             uint16_t w16s;
             std::memcpy(&w16s, b.scales + 2 * c, 2);
             const uint32_t w = w16s;
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const int sh = 6 * h;
-                const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * ((w >> sh) & 7) + 1)), _mm256_set1_epi16(static_cast<short>(2 * ((w >> (sh + 3)) & 7) + 1)), 1);
-                w16[2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(h ? _mm512_extracti64x4_epi64(v, 1) : _mm512_castsi512_si256(v)), sc);
-            }
+            iq_words64(v, 2 * (w & 7) + 1, 2 * ((w >> 3) & 7) + 1, 2 * ((w >> 6) & 7) + 1, 2 * ((w >> 9) & 7) + 1, w16 + 2 * c);
         }
     }
 #endif
