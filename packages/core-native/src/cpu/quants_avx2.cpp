@@ -829,9 +829,6 @@ KAIL_INLINE uint32_t iq_load32(const void * p) {
 }
 
 #if defined(KAIL_IQ_WIDE_TU)
-// The signs of two sub-blocks of IQ2_XXS / IQ3_XXS as one 64-bit mask (bit n: weight n is
-// negated): each sub-block's aux word holds four 7-bit sign fields (bits 0-27), and a group's 8th
-// sign is the parity that makes its count even (kSigns.even, ggml's ksigns_iq2xs).
 // wide16's last step: 64 signed values v (weights 32h..32h+31 of sub-blocks h = 0, 1) widened
 // to int16 and times their scales, s[2h] for the first 16 weights of sub-block h, s[2h + 1] for the
 // other 16 (the same twice where a scale covers the sub-block), into w[0], w[1].
@@ -840,6 +837,9 @@ KAIL_INLINE void iq_words64(__m512i v, int s0, int s1, int s2, int s3, __m512i *
     w[0] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), sc(s0, s1));
     w[1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), sc(s2, s3));
 }
+// The signs of two sub-blocks of IQ2_XXS / IQ3_XXS as one 64-bit mask (bit n: weight n is
+// negated): each sub-block's aux word holds four 7-bit sign fields (bits 0-27), and a group's 8th
+// sign is the parity that makes its count even (kSigns.even, ggml's ksigns_iq2xs).
 KAIL_INLINE uint64_t iq_sign_bits(uint32_t aux0, uint32_t aux1) {
     const uint64_t s = _pdep_u64(aux0, 0x7F7F7F7Full) | (_pdep_u64(aux1, 0x7F7F7F7Full) << 32);
     uint64_t t = s ^ (s >> 4);
