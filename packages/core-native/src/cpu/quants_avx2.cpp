@@ -837,6 +837,16 @@ KAIL_INLINE void iq_words64(__m512i v, int s0, int s1, int s2, int s3, __m512i *
     w[0] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(v)), sc(s0, s1));
     w[1] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(v, 1)), sc(s2, s3));
 }
+// 8 grid entries of 8 values (64 weights): index e is byte e of q, plus hi's lane e.
+KAIL_INLINE __m512i iq_grid8(const uint64_t * grid, uint64_t q, __m256i hi) {
+    const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
+    return _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(grid), 8);
+}
+// IQ1's values 8g + delta per byte, delta -1 where neg is set, else +1.
+KAIL_INLINE __m512i iq1_values(__m512i g, __mmask64 neg) {
+    const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
+    return _mm512_add_epi8(_mm512_add_epi8(g4, g4), _mm512_mask_blend_epi8(neg, _mm512_set1_epi8(1), _mm512_set1_epi8(-1)));
+}
 // The signs of two sub-blocks of IQ2_XXS / IQ3_XXS as one 64-bit mask (bit n: weight n is
 // negated): each sub-block's aux word holds four 7-bit sign fields (bits 0-27), and a group's 8th
 // sign is the parity that makes its count even (kSigns.even, ggml's ksigns_iq2xs).
@@ -868,6 +878,22 @@ struct iq_dec {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) S::sub(b, 2 * c + h, u[h], sc[h], sg[h]);
     }
+#if defined(KAIL_IQ_WIDE_TU)
+    // The wide tiles' words for a whole block: w16[h] holds weights 32h..32h+31 in order, each its
+    // signed grid value times its scale. This one builds them from sub(); a decoder with a faster
+    // way (a gather per 64 weights) defines its own wide16, which hides this one.
+    static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
+        const B & b = *reinterpret_cast<const B *>(p);
+        // Scale word 0 for the first 16 weights, word 8 for the other 16 (iq_scales' layout).
+        const __m512i spread = _mm512_set_epi16(8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#pragma GCC unroll 8
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i u, sc, sg;
+            S::sub(b, ib, u, sc, sg);
+            w16[ib] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sign_epi8(u, sg)), _mm512_permutexvar_epi16(spread, _mm512_zextsi256_si512(sc)));
+        }
+    }
+#endif
 };
 
 template <bool VNNI>
@@ -882,7 +908,6 @@ struct iq2_xxs_dec : iq_dec<block_iq2_xxs, iq2_xxs_dec<VNNI>> {
     }
 #if defined(KAIL_IQ_WIDE_TU)
     // As iq2_s_dec::wide16 (8 grid entries of 8 per 64 weights), the signs from iq_sign_bits.
-    static constexpr bool WIDE16 = true;
     static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
         const block_iq2_xxs & b = *reinterpret_cast<const block_iq2_xxs *>(p);
 #pragma GCC unroll 4
@@ -891,8 +916,7 @@ struct iq2_xxs_dec : iq_dec<block_iq2_xxs, iq2_xxs_dec<VNNI>> {
             uint64_t q0, q1;
             std::memcpy(&q0, b.qs + 8 * c, 8);
             std::memcpy(&q1, b.qs + 8 * c + 4, 8);
-            const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>((q0 & 0xFFFFFFFFull) | (q1 << 32))));
-            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq2xxs_grid), 8);
+            const __m512i g = iq_grid8(iq2xxs_grid, (q0 & 0xFFFFFFFFull) | (q1 << 32), _mm256_setzero_si256());
             const uint32_t aux0 = static_cast<uint32_t>(q0 >> 32), aux1 = static_cast<uint32_t>(q1 >> 32);
             const __m512i v = _mm512_mask_sub_epi8(g, iq_sign_bits(aux0, aux1), _mm512_setzero_si512(), g);
             const int ls0 = 2 * (aux0 >> 28) + 1, ls1 = 2 * (aux1 >> 28) + 1;
@@ -925,7 +949,6 @@ struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
 #if defined(KAIL_IQ_WIDE_TU)
     // As iq3_s_dec::wide16: 64 weights are 8 grid entries of 8 (one VPGATHERQQ), 64 sign bits, and
     // a scale per 16 weights.
-    static constexpr bool WIDE16 = true;
     static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
         const block_iq2_s & b = *reinterpret_cast<const block_iq2_s *>(p);
         const __m256i shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
@@ -936,8 +959,7 @@ struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
             uint64_t q, sg;
             std::memcpy(&q, b.qs + 8 * c, 8);
             std::memcpy(&sg, b.qs + QK_K / 8 + 8 * c, 8);
-            const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
-            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq2s_grid), 8);
+            const __m512i g = iq_grid8(iq2s_grid, q, hi);
             const __m512i v = _mm512_mask_sub_epi8(g, sg, _mm512_setzero_si512(), g);
             const uint8_t s0 = b.scales[2 * c], s1 = b.scales[2 * c + 1];
             iq_words64(v, 2 * (s0 & 0xF) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 0xF) + 1, 2 * (s1 >> 4) + 1, w16 + 2 * c);
@@ -960,7 +982,6 @@ struct iq3_xxs_dec : iq_dec<block_iq3_xxs, iq3_xxs_dec<VNNI>> {
     }
 #if defined(KAIL_IQ_WIDE_TU)
     // As iq3_s_dec::wide16, the signs from iq_sign_bits.
-    static constexpr bool WIDE16 = true;
     static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
         const block_iq3_xxs & b = *reinterpret_cast<const block_iq3_xxs *>(p);
 #pragma GCC unroll 4
@@ -994,10 +1015,8 @@ struct iq3_s_dec : iq_dec<block_iq3_s, iq3_s_dec<VNNI>> {
         sc = iq_scales(ls, ls);
     }
 #if defined(KAIL_IQ_WIDE_TU)
-    // The wide tiles' words for a whole block: w16[h] holds weights 32h..32h+31 in order, each its
-    // signed grid value times its sub-block's scale, the words sub() leads to. 64 weights (16 grid
-    // entries) take one VPGATHERDD, and their 64 sign bits are the mask that negates them.
-    static constexpr bool WIDE16 = true;
+    // iq_dec::wide16's words by gathers: 64 weights (16 grid entries) take one VPGATHERDD, and
+    // their 64 sign bits are the mask that negates them.
     static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
         const block_iq3_s & b = *reinterpret_cast<const block_iq3_s *>(p);
         const __m512i entry = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -1040,7 +1059,6 @@ struct iq1_s_dec : iq_dec<block_iq1_s, iq1_s_dec<VNNI>> {
 #if defined(KAIL_IQ_WIDE_TU)
     // As iq2_s_dec::wide16: 8 grid entries per 64 weights (11-bit indices, the high 3 bits from
     // qh), then 8g + delta per byte, delta +-1 per sub-block.
-    static constexpr bool WIDE16 = true;
     static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
         const block_iq1_s & b = *reinterpret_cast<const block_iq1_s *>(p);
         const __m256i shift = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
@@ -1051,11 +1069,8 @@ struct iq1_s_dec : iq_dec<block_iq1_s, iq1_s_dec<VNNI>> {
             const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, shift), _mm256_set1_epi32(7)), 8);
             uint64_t q;
             std::memcpy(&q, b.qs + 8 * c, 8);
-            const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
-            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq1s_grid), 8);
-            const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
-            const __m512i delta = _mm512_inserti64x4(_mm512_set1_epi8((h0 >> 15) ? -1 : 1), _mm256_set1_epi8((h1 >> 15) ? -1 : 1), 1);
-            const __m512i v = _mm512_add_epi8(_mm512_add_epi8(g4, g4), delta);
+            const __mmask64 neg = ((h0 >> 15) ? 0x00000000FFFFFFFFull : 0) | ((h1 >> 15) ? 0xFFFFFFFF00000000ull : 0);
+            const __m512i v = iq1_values(iq_grid8(iq1s_grid, q, hi), neg);
             const int ls0 = 2 * ((h0 >> 12) & 7) + 1, ls1 = 2 * ((h1 >> 12) & 7) + 1;
             iq_words64(v, ls0, ls0, ls1, ls1, w16 + 2 * c);
         }
@@ -1086,7 +1101,6 @@ struct iq1_m_dec : iq_dec<block_iq1_m, iq1_m_dec<VNNI>> {
     // As iq1_s_dec::wide16, with IQ1_M's fields: entry e of 64 weights takes its high index bits
     // from nibble e of 4 qh bytes (bits 0-2) and its group's delta sign from that nibble's bit 3;
     // a scale per 16 weights.
-    static constexpr bool WIDE16 = true;
     static KAIL_INLINE void wide16(const uint8_t * p, __m512i (&w16)[8]) {
         const block_iq1_m & b = *reinterpret_cast<const block_iq1_m *>(p);
         const __m256i shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
@@ -1096,11 +1110,7 @@ struct iq1_m_dec : iq_dec<block_iq1_m, iq1_m_dec<VNNI>> {
             const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(qh)), shift), _mm256_set1_epi32(7)), 8);
             uint64_t q;
             std::memcpy(&q, b.qs + 8 * c, 8);
-            const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))), hi);
-            const __m512i g = _mm512_i32gather_epi64(idx, reinterpret_cast<const long long *>(iq1s_grid), 8);
-            const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
-            const __mmask64 neg = _pdep_u64(_pext_u32(qh, 0x88888888u), 0x0101010101010101ull) * 0xFF;
-            const __m512i v = _mm512_add_epi8(_mm512_add_epi8(g4, g4), _mm512_mask_blend_epi8(neg, _mm512_set1_epi8(1), _mm512_set1_epi8(-1)));
+            const __m512i v = iq1_values(iq_grid8(iq1s_grid, q, hi), _pdep_u64(_pext_u32(qh, 0x88888888u), 0x0101010101010101ull) * 0xFF);
             uint16_t w16s;
             std::memcpy(&w16s, b.scales + 2 * c, 2);
             const uint32_t w = w16s;
@@ -1301,12 +1311,6 @@ struct kquant {
 // tokens: 67-83 against kquant's 97-114).
 constexpr int kWideT = 64;
 constexpr int kWideR = 4;
-// A decoder with wide16 (AVX-512 builds; WIDE16 says so) gives the wide tiles a whole block's words at once.
-template <class X, class = void>
-struct has_wide16 : std::false_type {};
-template <class X>
-struct has_wide16<X, std::void_t<decltype(X::WIDE16)>> : std::bool_constant<X::WIDE16> {};
-
 template <template <bool> class DEC, bool VNNI>
 struct iq_wide {
     using D = DEC<VNNI>;
@@ -1352,7 +1356,6 @@ struct iq_wide {
         for (int r = 0; r < NR; r++)
             for (int q = 0; q < np; q++) acc[r * (kWideT / 2) + q] = _mm512_setzero_ps();
         const size_t ahead = rows_ahead(ws, NR);
-        const __m512i spread = _mm512_set_epi16(8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         for (int64_t i = 0; i < k / QK_K; i++) {
             __m512i w16[NR][8];
             __m512 d[NR];
@@ -1363,18 +1366,7 @@ struct iq_wide {
                 kstate s;
                 D::state(p, s);
                 d[r] = _mm512_set1_ps(s.d);
-                if constexpr (has_wide16<D>::value) {
-                    D::wide16(p, w16[r]);
-                } else {
-#pragma GCC unroll 4
-                    for (int c = 0; c < D::NCHUNK; c++) {
-                        __m256i u[2], sc[2], sg[2];
-                        D::chunk(p, s, c, u, sc, sg);
-#pragma GCC unroll 2
-                        for (int h = 0; h < 2; h++)
-                            w16[r][2 * c + h] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_sign_epi8(u[h], sg[h])), _mm512_permutexvar_epi16(spread, _mm512_zextsi256_si512(sc[h])));
-                    }
-                }
+                D::wide16(p, w16[r]);
             }
             int t = 0;
             for (; t + 4 <= nt; t += 4) group<NR, 4>(w16, d, i, a + t, acc + t / 2);
