@@ -7,6 +7,9 @@
 // a context of N sequences, their random prompts (pp each) evaluated together, then tg passes that
 // each give every sequence one random token (node-llama-cpp puts the N evaluations of a step into
 // one llama_decode batch); one JSON line per N.
+// --depth D (llama-bench's -d, `kail bench -d`): D random tokens fill the sequence first, untimed,
+// so the prompt and the decode steps are timed at that depth. --flash-attn on|off|auto sets the
+// context's flash attention (node-llama-cpp's default: auto).
 import { createRequire } from 'node:module';
 
 process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= 'true';
@@ -23,6 +26,8 @@ const values = benchArgs('llama-bench', {
     seed: { type: 'string', default: '42' },
     'no-mmap': { type: 'boolean', default: false },
     parallel: { type: 'string' },
+    depth: { type: 'string', default: '0' },
+    'flash-attn': { type: 'string', default: 'auto' },
 });
 const fail = (m) => {
   console.error(`llama-bench: ${m} (--help lists the flags)`);
@@ -30,7 +35,12 @@ const fail = (m) => {
 };
 if (!values.model) fail('--model is required');
 if (values.feed !== 'greedy' && values.feed !== 'random') fail(`--feed must be greedy or random, got '${values.feed}'`);
-const pp = Number(values.pp), tg = Number(values.tg), reps = Number(values.reps);
+const pp = Number(values.pp), tg = Number(values.tg), reps = Number(values.reps), depth = Number(values.depth);
+if (!Number.isInteger(depth) || depth < 0) fail(`--depth must be an integer >= 0, got '${values.depth}'`);
+const fa = { on: true, off: false, auto: 'auto' }[values['flash-attn']];
+if (fa === undefined) fail(`--flash-attn must be on, off or auto, got '${values['flash-attn']}'`);
+if (depth && values.parallel) fail('--depth is not taken with --parallel');
+if (!pp && values.feed === 'greedy') fail('--pp 0 needs --feed random (the greedy feed starts from the prompt\'s logits)');
 let s = Number(values.seed) >>> 0 || 1;
 const rand = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s; };
 
@@ -67,19 +77,21 @@ if (values.parallel) {
   await model.dispose();
   process.exit(0);
 }
-const ctx = await model.createContext({ contextSize: pp + tg + 16, batchSize: Math.min(512, pp), threads: Number(values.threads) });
+const ctx = await model.createContext({ contextSize: depth + pp + tg + 16, batchSize: Math.max(1, Math.min(512, pp || 512)), threads: Number(values.threads), flashAttention: fa });
 const seq = ctx.getSequence();
 const nTokens = Number(model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 0) || 1000;
 const ppMs = [], tgMs = [];
 for (let r = 0; r < reps; r++) {
   await seq.clearHistory();
+  // The depth, untimed: later evaluations continue this sequence's history.
+  if (depth) await seq.evaluateWithoutGeneratingNewTokens(Array.from({ length: depth }, () => rand() % nTokens));
   const prompt = Array.from({ length: pp }, () => rand() % nTokens);
   if (values.feed === 'random') {
     // Random feed (as `kail bench --feed random`): the prompt, then tg single-token passes each
     // feeding a fresh random id. evaluateWithoutGeneratingNewTokens runs the pass without reading
     // logits back into JS, so a step costs what the model costs.
     const t0 = performance.now();
-    await seq.evaluateWithoutGeneratingNewTokens(prompt);
+    if (pp) await seq.evaluateWithoutGeneratingNewTokens(prompt);
     const t1 = performance.now();
     ppMs.push(t1 - t0);
     for (let i = 0; i < tg; i++) await seq.evaluateWithoutGeneratingNewTokens([rand() % nTokens]);
@@ -102,6 +114,6 @@ for (let r = 0; r < reps; r++) {
   tgMs.push(performance.now() - tFirst);
 }
 const pms = median(ppMs), gms = median(tgMs);
-process.stdout.write(JSON.stringify({ engine: 'llama.cpp', prompt_tokens: pp, gen_tokens: tg, prompt_tps: pp / (pms / 1000), gen_tps: tg / (gms / 1000), prompt_ms: pms, gen_ms: gms, feed: values.feed, reps, threads: Number(values.threads) }) + '\n');
+process.stdout.write(JSON.stringify({ engine: 'llama.cpp', depth, flash_attn: values['flash-attn'], prompt_tokens: pp, gen_tokens: tg, prompt_tps: pp / (pms / 1000), gen_tps: tg / (gms / 1000), prompt_ms: pms, gen_ms: gms, feed: values.feed, reps, threads: Number(values.threads) }) + '\n');
 await ctx.dispose();
 await model.dispose();
