@@ -768,6 +768,73 @@ void test_weighted_rows() {
     CHECK(out[0] == 1.5f && out[31] == 1.5f, "public attention_weighted_rows: %g %g", out[0], out[31]);
 }
 
+// Attention's softmax kernels: attention_exp within 2 ulp of exp (in double) over [ln 2^-126, 0]
+// and 0 below it; scale_max and exp_sum give the same bits at every level (lengths around the 8-
+// and 16-lane steps, with and without a bias), and exp_sum's sum is lane j % 16's values added in
+// order, then the lanes in order.
+void test_softmax_kernels() {
+    const float lo = -87.33654475f;
+    int worst = 0;
+    float worst_x = 0;
+    for (int i = 0; i <= 2000000; i++) {
+        // An even stride through [lo, 0], and as many points of [-2^-10, 0] (small arguments).
+        for (const float x : {lo * static_cast<float>(i / 2000000.0), -static_cast<float>(i / 2000000.0) * 0x1p-10f}) {
+            if (x < lo) continue;
+            const double want = std::exp(static_cast<double>(x));
+            const float got = attention_exp(x);
+            const float w = static_cast<float>(want);
+            const double ulp = std::fabs(static_cast<double>(std::nextafter(w, INFINITY)) - static_cast<double>(w));
+            const int err = static_cast<int>(std::lround(std::fabs(static_cast<double>(got) - want) / ulp));
+            if (err > worst) {
+                worst = err;
+                worst_x = x;
+            }
+        }
+    }
+    CHECK(worst <= 2, "attention_exp: %d ulp from exp at %.9g", worst, static_cast<double>(worst_x));
+    CHECK(attention_exp(-88.0f) == 0.0f && attention_exp(-INFINITY) == 0.0f && attention_exp(0.0f) == 1.0f && attention_exp(-0.0f) == 1.0f,
+          "attention_exp at -88, -inf, 0, -0: %g %g %g %g", attention_exp(-88.0f), attention_exp(-INFINITY), attention_exp(0.0f), attention_exp(-0.0f));
+    CHECK(std::isnan(attention_exp(NAN)), "attention_exp(NaN) is NaN");
+    rng r{91};
+    for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000}) {
+        std::vector<float> base(static_cast<size_t>(n)), bias(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; j++) {
+            base[static_cast<size_t>(j)] = (r.uniform() * 2.f - 1.f) * 40.f;
+            bias[static_cast<size_t>(j)] = -static_cast<float>(r.next() % 64);
+        }
+        for (const float * b : {static_cast<const float *>(nullptr), static_cast<const float *>(bias.data())}) {
+            std::vector<float> ref = base;
+            const float mref = levels().front().t->scale_max(ref.data(), n, 0.088f, b);
+            std::vector<float> e = ref;
+            const double sref = levels().front().t->exp_sum(e.data(), n, mref);
+            // The scalar level against its definition.
+            double lane[16] = {};
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < n; j++) {
+                float v = base[static_cast<size_t>(j)] * 0.088f;
+                if (b) v += b[j];
+                CHECK(v == ref[static_cast<size_t>(j)], "scale_max n %lld: element %lld", static_cast<long long>(n), static_cast<long long>(j));
+                mx = std::max(mx, v);
+            }
+            for (int64_t j = 0; j < n; j++) {
+                const float v = attention_exp(ref[static_cast<size_t>(j)] - mx);
+                CHECK(v == e[static_cast<size_t>(j)], "exp_sum n %lld: element %lld", static_cast<long long>(n), static_cast<long long>(j));
+                lane[j % 16] += v;
+            }
+            double want = 0.0;
+            for (double l : lane) want += l;
+            CHECK(mx == mref && want == sref, "scalar scale_max/exp_sum n %lld: max %g/%g sum %.17g/%.17g", static_cast<long long>(n), mx, mref, want, sref);
+            for (const level & L : levels()) {
+                std::vector<float> x = base;
+                const float m = L.t->scale_max(x.data(), n, 0.088f, b);
+                CHECK(m == mref && std::memcmp(x.data(), ref.data(), x.size() * 4) == 0, "%s scale_max n %lld%s differs", L.name.c_str(), static_cast<long long>(n), b ? " (bias)" : "");
+                const double sum = L.t->exp_sum(x.data(), n, m);
+                CHECK(sum == sref && std::memcmp(x.data(), e.data(), x.size() * 4) == 0, "%s exp_sum n %lld%s differs", L.name.c_str(), static_cast<long long>(n), b ? " (bias)" : "");
+            }
+        }
+    }
+}
+
 } // namespace
 
 int main() {
@@ -783,6 +850,7 @@ int main() {
     test_levels_agree();
     test_integer_kernels_bit_exact();
     test_weighted_rows();
+    test_softmax_kernels();
     if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);
     else std::printf("all %ld quants checks passed\n", g_checks);
     return g_fails ? 1 : 0;

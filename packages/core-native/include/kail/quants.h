@@ -35,6 +35,15 @@ void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n);
 // as F32 rows per 256 rows, those sums added in order (also the same bits at every level and batch).
 void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride, int64_t n, int64_t width, const float * p,
                              size_t p_stride, int64_t group, float * out, size_t out_stride);
+// Attention's softmax, its per-element part: x[j] = x[j] * scale, plus bias[j] when bias is given
+// (two roundings, no fused multiply-add), for j < n; returns the largest (-inf for n = 0).
+float attention_scale_max(float * x, int64_t n, float scale, const float * bias);
+// x[j] = attention_exp(x[j] - mx) for j < n; returns their sum in double, element j added to lane
+// j % 16 in order, then the 16 lanes in order. The same bits at every kernel level.
+double attention_exp_sum(float * x, int64_t n, float mx);
+// exp as attention_exp_sum computes it (Cephes' polynomial in float operations; within 2 ulp of
+// exp; 0 below ln(2^-126) = -87.337).
+float attention_exp(float x);
 // The types a KV cache may have (llama.cpp's -ctk/-ctv list): F32 F16 BF16 Q8_0 Q4_0 Q4_1 IQ4_NL Q5_0 Q5_1.
 bool is_kv_cache_type(uint32_t type);
 void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/exp_f32.h"
 #include "cpu/fp16.h"
 #include "cpu/quants_impl.h"
 #include "kail/cpu_features.h"
@@ -2455,10 +2456,30 @@ void weighted_rows_q8_0_scalar(const uint8_t * x, size_t xs, int64_t n, int64_t 
         }
     }
 }
+float scale_max_scalar(float * x, int64_t n, float scale, const float * bias) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        x[j] *= scale;
+        if (bias) x[j] += bias[j];
+        mx = std::max(mx, x[j]);
+    }
+    return mx;
+}
+
+double exp_sum_scalar(float * x, int64_t n, float mx) {
+    double lane[16] = {};
+    for (int64_t j = 0; j < n; j++) {
+        x[j] = exp_f32(x[j] - mx);
+        lane[j % 16] += x[j];
+    }
+    return exp_lane_total(lane);
+}
 } // namespace
 
 void kernels_init_scalar(kernel_table & t) {
     t.level = "scalar";
+    t.scale_max = scale_max_scalar;
+    t.exp_sum = exp_sum_scalar;
     t.weighted_rows_f32 = weighted_rows_scalar<float>;
     t.weighted_rows_f16 = weighted_rows_scalar<uint16_t>;
     t.weighted_rows_q8_0 = weighted_rows_q8_0_scalar;
@@ -2715,6 +2736,10 @@ void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride
         throw error(KAIL_E_UNSUPPORTED, std::string("attention_weighted_rows: cache type ") + type_name(type) + " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0 or Q5_1)");
     }
 }
+
+float attention_scale_max(float * x, int64_t n, float scale, const float * bias) { return kernels_active().scale_max(x, n, scale, bias); }
+double attention_exp_sum(float * x, int64_t n, float mx) { return kernels_active().exp_sum(x, n, mx); }
+float attention_exp(float x) { return exp_f32(x); }
 
 bool is_kv_cache_type(uint32_t type) {
     switch (type) {

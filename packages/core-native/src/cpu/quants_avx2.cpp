@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "cpu/exp_f32.h"
 #include "cpu/fp16.h"
 #include "cpu/iq_grids.h"
 #include "cpu/quants_impl.h"
@@ -1473,6 +1474,69 @@ KAIL_INLINE __m256 load8(const uint16_t * p) { return _mm256_cvtph_ps(_mm_loadu_
 KAIL_INLINE float load1(const float * p) { return *p; }
 KAIL_INLINE float load1(const uint16_t * p) { return fp16_to_fp32_sw(*p); }
 
+// Attention's softmax (attention_scale_max, attention_exp_sum): 8 elements a step, exp_f32's
+// operations lane by lane, lane j % 16's sum in double; the last few elements in scalar code.
+float scale_max(float * x, int64_t n, float scale, const float * bias) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), sc);
+        __asm__("" : "+x"(v));  // two roundings: the compiler may not fuse the add into the multiply
+        if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+        _mm256_storeu_ps(x + j, v);
+        mv = _mm256_max_ps(v, mv);
+    }
+    alignas(32) float l[8];
+    _mm256_store_ps(l, mv);
+    float mx = -INFINITY;
+    for (float v : l) mx = std::max(mx, v);
+    for (; j < n; j++) {
+        float v = x[j] * scale;
+        __asm__("" : "+x"(v));
+        if (bias) v += bias[j];
+        x[j] = v;
+        mx = std::max(mx, v);
+    }
+    return mx;
+}
+
+KAIL_INLINE __m256 exp8(__m256 x) {
+    using c = exp_f32_consts;
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(c::lo), _CMP_NLT_UQ);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(c::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-c::ln2_hi), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-c::ln2_lo), r);
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(c::p0), r, _mm256_set1_ps(c::p1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p5));
+    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    return _mm256_and_ps(_mm256_mul_ps(y, s), keep);
+}
+
+double exp_sum(float * x, int64_t n, float mx) {
+    const __m256 m0 = _mm256_set1_ps(mx);
+    __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m0));
+        _mm256_storeu_ps(x + j, e);
+        const int h = static_cast<int>((j / 8) % 2) * 2;  // lanes 0-7 or 8-15
+        a[h] = _mm256_add_pd(a[h], _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        a[h + 1] = _mm256_add_pd(a[h + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    alignas(32) double lane[16];
+    for (int q = 0; q < 4; q++) _mm256_store_pd(lane + 4 * q, a[q]);
+    for (; j < n; j++) {
+        x[j] = exp_f32(x[j] - mx);
+        lane[j % 16] += x[j];
+    }
+    return exp_lane_total(lane);
+}
+
 // Probability-weighted rows (attention_weighted_rows): a tile of NV vectors (8 columns each) by
 // NG probability rows, each cached row loaded and widened once per tile; columns past the last
 // multiple of 8 one at a time, with the same fused multiply-adds in the same order.
@@ -1960,6 +2024,8 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.fp32_to_bf16 = cvt_f32_bf16;
     t.weighted_rows_f32 = weighted_rows<float>;
     t.weighted_rows_f16 = weighted_rows<uint16_t>;
+    t.scale_max = scale_max;
+    t.exp_sum = exp_sum;
 }
 
 #endif

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "cpu/exp_f32.h"
 #include "cpu/fp16.h"
 #include "kail/cpu_features.h"
 #include "cpu/quants_impl.h"
@@ -1313,6 +1314,54 @@ void weighted_rows(const X * x, size_t xs, int64_t n, int64_t width, const float
     }
 }
 
+// Attention's softmax (attention_scale_max, attention_exp_sum): 16 elements a step, exp_f32's
+// operations lane by lane, lane j % 16's sum in double (two 8-lane halves).
+float scale_max(float * x, int64_t n, float scale, const float * bias) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), sc);
+        __asm__("" : "+v"(v));  // two roundings: the compiler may not fuse the add into the multiply
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+        _mm512_mask_storeu_ps(x + j, m, v);
+        mx = _mm512_mask_max_ps(mx, m, v, mx);
+    }
+    return _mm512_reduce_max_ps(mx);
+}
+
+KAIL_INLINE __m512 exp16(__m512 x) {
+    using c = exp_f32_consts;
+    const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(c::lo), _CMP_LT_OQ);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-c::ln2_hi), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-c::ln2_lo), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(c::p0), r, _mm512_set1_ps(c::p1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p5));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+    return _mm512_maskz_mul_ps(static_cast<__mmask16>(~zero), y, s);
+}
+
+double exp_sum(float * x, int64_t n, float mx) {
+    const __m512 m0 = _mm512_set1_ps(mx);
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+        const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), m0)));
+        _mm512_mask_storeu_ps(x + j, m, e);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    alignas(64) double lane[16];
+    _mm512_store_pd(lane, lo);
+    _mm512_store_pd(lane + 8, hi);
+    return exp_lane_total(lane);
+}
+
 // Q8_0 rows (a quantized KV cache; width a multiple of 32, so each 16 values lie in one block):
 // 16 values widened to floats and scaled by their block's d, then the F32 tile's multiply-adds.
 template <int NV, int NG>
@@ -1641,6 +1690,8 @@ void kernels_init_avx512(kernel_table & t) {
     t.weighted_rows_f32 = weighted_rows<float>;
     t.weighted_rows_f16 = weighted_rows<uint16_t>;
     t.weighted_rows_q8_0 = weighted_rows_q8_0;
+    t.scale_max = scale_max;
+    t.exp_sum = exp_sum;
     t.to_float[KAIL_TYPE_Q4_0] = to_float_split<0>;
     t.to_float[KAIL_TYPE_Q4_1] = to_float_split<1>;
     t.to_float[KAIL_TYPE_Q5_0] = to_float_split<2>;

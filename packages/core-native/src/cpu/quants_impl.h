@@ -185,7 +185,17 @@ struct kernel_table {
     // fused multiply-add per row in row order, at every level.
     void (*weighted_rows_q8_0)(const uint8_t * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps,
                                int64_t group, float * out, size_t os) = nullptr;
+    // Attention's softmax (attention_scale_max and attention_exp_sum in kail/quants.h).
+    float (*scale_max)(float * x, int64_t n, float scale, const float * bias) = nullptr;
+    double (*exp_sum)(float * x, int64_t n, float mx) = nullptr;
 };
+
+// The 16 lane sums of attention_exp_sum, added in lane order (every level ends with this).
+inline double exp_lane_total(const double * lane) {
+    double s = 0.0;
+    for (int l = 0; l < 16; l++) s += lane[l];
+    return s;
+}
 
 // Prepared activation layouts shared by the AVX2 and AVX-512 kernels (built by scalar code in
 // quants.cpp so they are identical whatever the level).

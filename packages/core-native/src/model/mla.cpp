@@ -214,20 +214,11 @@ void attend_naive(const mla_args & a) {
 } // namespace
 
 void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half, float sink, const float * bias) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; j++) {
-        sc[j] *= scale;
-        if (bias) sc[j] += bias[j];
-        mx = std::max(mx, sc[j]);
-    }
+    float mx = attention_scale_max(sc, n, scale, bias);
     const bool has_sink = std::isfinite(sink);
     if (has_sink) mx = std::max(mx, sink);
-    double sum = 0.0;
-    for (int64_t j = 0; j < n; j++) {
-        sc[j] = std::exp(sc[j] - mx);
-        sum += sc[j];
-    }
-    if (has_sink) sum += std::exp(sink - mx);
+    double sum = attention_exp_sum(sc, n, mx);
+    if (has_sink) sum += attention_exp(sink - mx);
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t j = 0; j < n; j++) sc[j] *= inv;
     if (kv_type == KAIL_TYPE_F16) {

@@ -65,7 +65,8 @@ std::string mla_check_weights(const mla_args & a);
 // out = attention of q over the cached rows (cache rows for the batch already stored).
 void mla_attend(const mla_args & a);
 
-// sc[0..n) = softmax(scale * sc), summed in double; for an F16 cache the probabilities are then
+// sc[0..n) = softmax(scale * sc), the exponentials attention_exp's and their sum in double
+// (attention_exp_sum: the same bits at every kernel level); for an F16 cache the probabilities are then
 // rounded to F16, as ggml-cpu rounds them before the product with V. `half` is scratch. A finite
 // `sink` (gpt-oss's per-head attention sink, a logit not scaled) joins the maximum and the sum
 // as one more score with no value row, as ggml's soft_max with sinks: the probabilities then sum
