@@ -2431,8 +2431,68 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             }
         }
     }
-    const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
+    // Consecutive tokens of one sequence in plain causal attention (rows 0..pos, none of the
+    // options above that give each token its own rows or its own terms) share a task per kv head:
+    // their group x T queries are one product with the cached K rows, and their probability rows
+    // one pass over the V rows, so each cached row is read once per tile instead of once per
+    // token. Each token's softmax covers its own rows; its probabilities past them are 0, which
+    // adds nothing to the weighted sum (one fused multiply-add per row, in row order): the same
+    // bits as the token alone.
+    const bool tiled = !ext && causal && window == 0 && chunk == 0 && sel_k == 0 && rel_tab.empty() && slopes.empty() && temp_scale == 0 && !m.enc_dec && R == 0;
+    std::vector<int64_t> tile_start{0};  // tile i: tokens [tile_start[i], tile_start[i + 1])
+    {
+        int64_t t_max = 1;
+        if (tiled) {
+            int64_t np_top = 1;
+            for (int64_t t = 0; t < x.n_tok; t++) np_top = std::max<int64_t>(np_top, x.b.pos[t] + 1);
+            t_max = std::max<int64_t>(1, std::min<int64_t>(16, 64 / group));
+            // (The tile's scores, T x group x rows floats, stay within 16 MiB per thread.)
+            while (t_max > 1 && t_max * group * np_top * 4 > (int64_t(16) << 20)) t_max /= 2;
+        }
+        for (int64_t t = 1; t < x.n_tok; t++)
+            if (t - tile_start.back() >= t_max || x.b.seq[t] != x.b.seq[t - 1]) tile_start.push_back(t);
+        tile_start.push_back(x.n_tok);
+    }
+    const int64_t n_tiles = static_cast<int64_t>(tile_start.size()) - 1;
+    if (n_tiles < x.n_tok) {
+        m.pool->parallel_for(n_tiles * n_head_kv, [&, xp](int64_t begin, int64_t end, int) {
+            std::vector<float> scores, qt, ot;
+            std::vector<uint16_t> half;
+            for (int64_t task = begin; task < end; task++) {
+                const int64_t tile = task / n_head_kv, hk = task % n_head_kv;
+                const int64_t t0 = tile_start[static_cast<size_t>(tile)], nt = tile_start[static_cast<size_t>(tile) + 1] - t0;
+                const int s = xp->b.seq[t0];
+                int64_t np = 0;
+                for (int64_t i = 0; i < nt; i++) np = std::max<int64_t>(np, xp->b.pos[t0 + i] + 1);
+                const kv_seq_layer & c = kvm.kv[s][layer];
+                const uint8_t * krows = c.k.data() + static_cast<size_t>(hk * c.cap) * rk;
+                const uint8_t * vrows = c.v.data() + static_cast<size_t>(hk * c.cap) * rv;
+                const int64_t nq = nt * group;
+                qt.resize(static_cast<size_t>(nq * hd_k));
+                for (int64_t i = 0; i < nt; i++)
+                    std::copy_n(xp->ptr(op.a) + (t0 + i) * qw + q_off + hk * group * hd_k, group * hd_k, qt.data() + i * group * hd_k);
+                scores.resize(static_cast<size_t>(nq * np));
+                matmul(kt, krows, rk, np, hd_k, qt.data(), static_cast<size_t>(hd_k) * sizeof(float), nq, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
+                if (softcap > 0)
+                    for (float & v : scores) v = std::tanh(v * inv_cap) * softcap;
+                for (int64_t i = 0; i < nt; i++) {
+                    const int64_t own = xp->b.pos[t0 + i] + 1;
+                    for (int64_t g = 0; g < group; g++) {
+                        float * sc = scores.data() + (i * group + g) * np;
+                        attention_softmax(sc, own, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
+                        std::fill(sc + own, sc + np, 0.0f);
+                    }
+                }
+                ot.resize(static_cast<size_t>(nq * hd_v));
+                attention_weighted_rows(vt, vrows, rv, np, hd_v, scores.data(), static_cast<size_t>(np), nq, ot.data(), static_cast<size_t>(hd_v));
+                for (int64_t i = 0; i < nt; i++)
+                    std::copy_n(ot.data() + i * group * hd_v, group * hd_v, xp->ptr(op.out) + (t0 + i) * ow + out_off + hk * group * hd_v);
+            }
+        }, 1);
+        return;
+    }
+    const int64_t n_tasks = x.n_tok * n_head_kv;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
         std::vector<float> scores, qt, bias;
         std::vector<uint16_t> half;
