@@ -117,12 +117,52 @@ void attend_absorbed(const mla_args & a) {
     std::vector<float> lat(static_cast<size_t>(n * H * L));
     std::vector<float> scores;
     std::vector<uint8_t> allowed, gathered;
+    const size_t rb = kv_row_bytes(a.kv_type, W);  // a cached row's bytes (whole Q8_0 blocks for a quantized cache)
+    // Without a window or a selection, consecutive tokens of one sequence (one cache) form a tile:
+    // their T x H queries are one product with the cached rows and their probability rows one
+    // pass over the latents, so each cached row is read once per tile. A token's softmax covers
+    // its own rows [0, pos]; its probabilities past them are 0 and add nothing to the weighted sum
+    // (one fused multiply-add per row in row order): the same bits as the token alone.
+    int64_t t_max = a.window == 0 && !a.sel ? std::max<int64_t>(1, std::min<int64_t>(16, 64 / H)) : 1;
+    int64_t np_top = 1;
     for (int64_t t = 0; t < n; t++) {
+        np_top = std::max<int64_t>(np_top, a.pos[t] + 1);
+        if (row_of(a, t, 0) != 0) t_max = 1;
+    }
+    // (The tile's scores, T x H x rows floats, stay within 16 MiB.)
+    while (t_max > 1 && t_max * H * np_top * 4 > (int64_t(16) << 20)) t_max /= 2;
+    for (int64_t t0 = 0, nt = 1; t_max > 1 && t0 < n; t0 += nt) {
+        nt = 1;
+        while (nt < t_max && t0 + nt < n && a.cache[t0 + nt] == a.cache[t0]) nt++;
+        int64_t np = 0;
+        for (int64_t i = 0; i < nt; i++) np = std::max<int64_t>(np, a.pos[t0 + i] + 1);
+        const int64_t nq = nt * H;
+        scores.resize(static_cast<size_t>(nq * np));
+        matmul(a.kv_type, a.cache[t0], rb, np, W, qa.data() + t0 * H * W, static_cast<size_t>(W) * 4, nq,
+               scores.data(), static_cast<size_t>(np) * 4, a.pool);
+        a.pool->parallel_for(nq, [&](int64_t r0, int64_t r1, int) {
+            std::vector<uint16_t> half;
+            for (int64_t r = r0; r < r1; r++) {
+                const int64_t own = a.pos[t0 + r / H] + 1, h = r % H;
+                float * sc = scores.data() + r * np;
+                attention_softmax(sc, own, a.scale, a.kv_type, half, a.sinks ? a.sinks[h] : -std::numeric_limits<float>::infinity());
+                std::fill(sc + own, sc + np, 0.0f);
+            }
+        }, 1);
+        const int64_t chunk = 64;
+        a.pool->parallel_for((L + chunk - 1) / chunk, [&](int64_t c0, int64_t c1, int) {
+            for (int64_t c = c0; c < c1; c++) {
+                const int64_t l0 = c * chunk;
+                attention_weighted_rows(a.kv_type, a.cache[t0] + kv_row_bytes(a.kv_type, l0), rb, np, std::min(chunk, L - l0), scores.data(),
+                                        static_cast<size_t>(np), nq, lat.data() + t0 * H * L + l0, static_cast<size_t>(L));
+            }
+        }, 1);
+    }
+    for (int64_t t = 0; t_max == 1 && t < n; t++) {
         // A sliding window starts at row lo (llama.cpp masks the rows before it with -inf, which
         // gives them no weight).
         const int64_t lo = first_row(a, a.pos[t]);
         int64_t np = a.pos[t] + 1 - lo;
-        const size_t rb = kv_row_bytes(a.kv_type, W);  // a cached row's bytes (whole Q8_0 blocks for a quantized cache)
         const uint8_t * rows = a.cache[t] + static_cast<size_t>(row_of(a, t, lo)) * rb;
         if (a.sel && np > a.top_k) {
             // Sparse attention (DSA): only the rows the indexer selected, gathered in position
