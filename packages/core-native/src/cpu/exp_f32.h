@@ -20,23 +20,43 @@ struct exp_f32_consts {
                            p4 = 1.6666665459e-1f, p5 = 5.0000001201e-1f;
 };
 
-inline float exp_f32(float x) {
+// exp's steps for x >= lo (NaN aside), on a float or on a vector of them: O gives its type V and
+// set1, mul, add, fma, round (to nearest, ties even) and pow2 (2^n of an integral n in [-126, 127]
+// built in the exponent bits). Every level computes exp with this one definition.
+template <typename O>
+typename O::V exp_f32_steps(typename O::V x) {
     using c = exp_f32_consts;
-    if (x < c::lo) return 0.0f;
+    const auto n = O::round(O::mul(x, O::set1(c::log2e)));
+    auto r = O::fma(n, O::set1(-c::ln2_hi), x);
+    r = O::fma(n, O::set1(-c::ln2_lo), r);
+    auto p = O::fma(O::set1(c::p0), r, O::set1(c::p1));
+    p = O::fma(p, r, O::set1(c::p2));
+    p = O::fma(p, r, O::set1(c::p3));
+    p = O::fma(p, r, O::set1(c::p4));
+    p = O::fma(p, r, O::set1(c::p5));
+    const auto y = O::add(O::fma(p, O::mul(r, r), r), O::set1(1.0f));
+    return O::mul(y, O::pow2(n));
+}
+
+struct exp_ops_scalar {
+    using V = float;
+    static float set1(float v) { return v; }
+    static float mul(float a, float b) { return a * b; }
+    static float add(float a, float b) { return a + b; }
+    static float fma(float a, float b, float c) { return std::fma(a, b, c); }
+    static float round(float a) { return std::nearbyint(a); }
+    static float pow2(float n) {
+        const uint32_t e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+        float s;
+        std::memcpy(&s, &e, 4);
+        return s;
+    }
+};
+
+inline float exp_f32(float x) {
+    if (x < exp_f32_consts::lo) return 0.0f;
     if (x != x) return x;
-    const float n = std::nearbyint(x * c::log2e);
-    float r = std::fma(n, -c::ln2_hi, x);
-    r = std::fma(n, -c::ln2_lo, r);
-    float p = std::fma(c::p0, r, c::p1);
-    p = std::fma(p, r, c::p2);
-    p = std::fma(p, r, c::p3);
-    p = std::fma(p, r, c::p4);
-    p = std::fma(p, r, c::p5);
-    const float y = std::fma(p, r * r, r) + 1.0f;
-    const uint32_t e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-    float s;
-    std::memcpy(&s, &e, 4);
-    return y * s;
+    return exp_f32_steps<exp_ops_scalar>(x);
 }
 
 } // namespace kail::cpu

@@ -1501,20 +1501,20 @@ float scale_max(float * x, int64_t n, float scale, const float * bias) {
     return mx;
 }
 
+struct exp_ops8 {
+    using V = __m256;
+    static KAIL_INLINE V set1(float v) { return _mm256_set1_ps(v); }
+    static KAIL_INLINE V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+    static KAIL_INLINE V add(V a, V b) { return _mm256_add_ps(a, b); }
+    static KAIL_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+    static KAIL_INLINE V round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    static KAIL_INLINE V pow2(V n) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)); }
+};
+
+// exp_f32 on 8 lanes: 0 below lo (NaN goes through the steps and stays NaN).
 KAIL_INLINE __m256 exp8(__m256 x) {
-    using c = exp_f32_consts;
-    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(c::lo), _CMP_NLT_UQ);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(c::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-c::ln2_hi), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-c::ln2_lo), r);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(c::p0), r, _mm256_set1_ps(c::p1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::p5));
-    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-    return _mm256_and_ps(_mm256_mul_ps(y, s), keep);
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(exp_f32_consts::lo), _CMP_NLT_UQ);
+    return _mm256_and_ps(exp_f32_steps<exp_ops8>(x), keep);
 }
 
 double exp_sum(float * x, int64_t n, float mx) {

@@ -1330,20 +1330,20 @@ float scale_max(float * x, int64_t n, float scale, const float * bias) {
     return _mm512_reduce_max_ps(mx);
 }
 
+struct exp_ops16 {
+    using V = __m512;
+    static KAIL_INLINE V set1(float v) { return _mm512_set1_ps(v); }
+    static KAIL_INLINE V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+    static KAIL_INLINE V add(V a, V b) { return _mm512_add_ps(a, b); }
+    static KAIL_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+    static KAIL_INLINE V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+    static KAIL_INLINE V pow2(V n) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23)); }
+};
+
+// exp_f32 on 16 lanes: 0 below lo (NaN goes through the steps and stays NaN).
 KAIL_INLINE __m512 exp16(__m512 x) {
-    using c = exp_f32_consts;
-    const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(c::lo), _CMP_LT_OQ);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::log2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-c::ln2_hi), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-c::ln2_lo), r);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(c::p0), r, _mm512_set1_ps(c::p1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::p5));
-    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
-    return _mm512_maskz_mul_ps(static_cast<__mmask16>(~zero), y, s);
+    const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(exp_f32_consts::lo), _CMP_LT_OQ);
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(~zero), exp_f32_steps<exp_ops16>(x));
 }
 
 double exp_sum(float * x, int64_t n, float mx) {
