@@ -1626,27 +1626,19 @@ void to_float_iq4_nl(const void * vx, void * vy, int64_t k) {
 
 void kernels_init_avx512(kernel_table & t) {
     t.level = "avx512";
-    // Matrix x vector for the 32-element block types keeps the AVX2 (AVX-VNNI) loop already in the
-    // table: on Zen 5 its 16/32-byte loads stream from DRAM at ~1.7x the rate of the VPERMT2W
-    // gather below, which only pays off when a weight group is reused across several tokens. Both
-    // read the same prepared activation layout, and they give the same bits: a 512-bit lane here
-    // does what the AVX2 loop's lane does in its accumulator for that half of the group (lanes
-    // 0-7: blocks 0-1 of each group, lanes 8-15: blocks 2-3), and the final reduction adds the two
-    // halves before the same 8-lane horizontal sum.
-    const weight_kernels saved[5] = {t.w[KAIL_TYPE_Q4_0], t.w[KAIL_TYPE_Q4_1], t.w[KAIL_TYPE_Q5_0], t.w[KAIL_TYPE_Q5_1], t.w[KAIL_TYPE_Q8_0]};
+    // The 32-element block types take these tiles in matrix x vector too (one row per call). They
+    // replaced the AVX2 (AVX-VNNI) loop there in session 61: on this project's Zen 5 VM,
+    // `bench-matmul` (4096 x 4096, DRAM-resident copies, 1 thread) measured 14-15 -> 20-22 GB/s
+    // for Q4_0, 13-14 -> 18-19 for Q5_0 and 18-20 -> 24-26 for Q8_0 (the loaders here have changed
+    // since 537804d found the AVX2 loop ~1.7x faster). Two or four rows per call measured slower
+    // than one. The bits are those of the AVX2 loop: a 512-bit lane here does what its lane does
+    // in the accumulator for that half of the group (lanes 0-7: blocks 0-1 of each group, lanes
+    // 8-15: blocks 2-3), and the final reduction adds the two halves before the same 8-lane sum.
     set<q4_0_tile, 4, 6>(t, KAIL_TYPE_Q4_0, 1, prepare_split_q8_0_off8, prepared_size_split);
     set<q4_1_tile, 4, 6>(t, KAIL_TYPE_Q4_1, 1, prepare_split_q8_1, prepared_size_split);
     set<q5_0_tile, 4, 6>(t, KAIL_TYPE_Q5_0, 1, prepare_split_q8_0_off16, prepared_size_split);
     set<q5_1_tile, 4, 6>(t, KAIL_TYPE_Q5_1, 1, prepare_split_q8_1, prepared_size_split);
     set<q8_0_tile, 4, 6>(t, KAIL_TYPE_Q8_0, 1, prepare_split_q8_0_off128, prepared_size_split);
-    {
-        const uint32_t types[5] = {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0};
-        // The AVX2 loop and its two rows per call (see the AVX2 init).
-        for (int i = 0; i < 5; i++) {
-            t.w[types[i]].gemm_decode = saved[i].gemm_decode;
-            t.w[types[i]].decode_r = saved[i].decode_r;
-        }
-    }
     // One row at a time streams best for the other super-block types. With mins (Q2_K/Q5_K) each
     // output holds two accumulators: one row per tile keeps them in registers. Q4_K takes four rows
     // per call in decode and tiles alike (q4_K_rows4).
