@@ -97,58 +97,6 @@ KAIL_INLINE void store_tile(__m256 (&acc)[R][T], float * const * out) {
         for (int r = 0; r < R; r++) out[t][r] = hsum8(acc[r][t]);
 }
 
-// ---------------------------------------------------------------- IQ4_NL, MXFP4 (Q8_0 activations)
-// A 32-element block's levels (a 16-entry table by 4-bit index) against a Q8_0 block: VPMADDUBSW
-// on the levels' magnitudes and the activations with the levels' signs (VPSIGNB: a level 0, which
-// only MXFP4 has, gives 0 either way), pairs summed to int32 (VPDPWSSD / VPMADDWD with ones), then
-// one FMA per block with d_w * d_a. The same operations per (row, token) whatever the tile:
-// batch-invariant. Also the AVX-512 level's.
-struct iq4_nl_fmt {
-    using block = block_iq4_nl;
-    static const int8_t * levels() { return kIq4Levels; }
-    static KAIL_INLINE float scale(const block & b) { return _cvtsh_ss(b.d); }
-};
-struct mxfp4_fmt {
-    using block = block_mxfp4;
-    static const int8_t * levels() { return kFp4Levels; }
-    static KAIL_INLINE float scale(const block & b) { return e8m0_half(b.e); }
-};
-
-template <class F, bool VNNI>
-struct nl_kernel {
-    template <int R, int T>
-    struct tile {
-        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(F::levels())));
-            const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-            __m256 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-            for (int64_t ib = 0; ib < k / QK4_NL; ib++) {
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) {
-                    const typename F::block * b = reinterpret_cast<const typename F::block *>(w + r * ws) + ib;
-                    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs));
-                    const __m256i idx = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
-                    const __m256i sg = _mm256_shuffle_epi8(levels, idx);
-                    const __m256i u = _mm256_abs_epi8(sg);
-                    const float d = F::scale(*b);
-#pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) {
-                        const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + ib;
-                        const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs)), sg));
-                        const __m256i s = dpw<VNNI>(_mm256_setzero_si256(), p, ones);
-                        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * _cvtsh_ss(y->d)), acc[r][t]);
-                    }
-                }
-            }
-            store_tile<R, T>(acc, out);
-        }
-    };
-};
-
 // ---------------------------------------------------------------- NVFP4 (Q8_0 activations)
 // Four UE4M3 scale bytes -> ue4m3_half of each: the byte's 7 low bits shifted left 7 are the fp16
 // of its value x 2^-8 (an E4M3 exponent field in fp16's, subnormals included), exact, so x 128
@@ -518,17 +466,30 @@ KAIL_INLINE __m256i load_pair16(const uint8_t * p0, const uint8_t * p1, bool has
     return _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
 }
 
-// TYPE: 0 = Q4_0, 1 = Q4_1, 2 = Q5_0, 3 = Q5_1, 4 = Q8_0
+// TYPE: 0 = Q4_0, 1 = Q4_1, 2 = Q5_0, 3 = Q5_1, 4 = Q8_0, 5 = IQ4_NL, 6 = MXFP4.
+// IQ4_NL and MXFP4 are Q4_0's layout (MXFP4 with a one-byte E8M0 scale) whose 4-bit indices look
+// up levels: with VNNI the levels + 128 (IQ4_NL, 1..241) or + 12 (MXFP4, 0..24) go unsigned into
+// VPDPBUSD against activations prepared with -128 or -12 x their sums, so the int32 lanes hold
+// exactly sum(level x q); without VNNI, IQ4_NL's levels take Q8_0's sign trick (their magnitudes
+// against the activations signed by them: VPMADDUBSW pairs stay within int16), MXFP4's + 12 the
+// unsigned path.
 template <int TYPE, bool VNNI>
 struct split_dec {
     static constexpr int GB = 4;
-    static constexpr int BB = TYPE == 0 ? 18 : TYPE == 1 ? 20 : TYPE == 2 ? 22 : TYPE == 3 ? 24 : 34;
-    static constexpr int QS_OFF = TYPE == 0 ? 2 : TYPE == 1 ? 4 : TYPE == 2 ? 6 : TYPE == 3 ? 8 : 2;
+    static constexpr int BB = TYPE == 0 || TYPE == 5 ? 18 : TYPE == 1 ? 20 : TYPE == 2 ? 22 : TYPE == 3 ? 24 : TYPE == 6 ? 17 : 34;
+    static constexpr int QS_OFF = TYPE == 0 || TYPE == 4 || TYPE == 5 ? 2 : TYPE == 1 ? 4 : TYPE == 2 ? 6 : TYPE == 3 ? 8 : 1;
     static constexpr bool HAS_MIN = TYPE == 1 || TYPE == 3;
     static constexpr bool HAS_QH = TYPE == 2 || TYPE == 3;
     static constexpr bool Q8 = TYPE == 4;
-    static constexpr bool SIGN_TRICK = Q8 && !VNNI;
+    static constexpr bool LUT = TYPE == 5 || TYPE == 6;
+    static constexpr bool SIGN_TRICK = (Q8 || TYPE == 5) && !VNNI;
     static constexpr int QH_OFF = HAS_MIN ? 4 : 2;
+
+    // The block's scale: fp16 d, or MXFP4's E8M0 halved.
+    static KAIL_INLINE float scale(const uint8_t * p) {
+        if constexpr (TYPE == 6) return e8m0_half(p[0]);
+        else return h2f(p);
+    }
 
     // nbk = 1 or 2 blocks present (the second of a pair may be missing at the end of a row).
     static KAIL_INLINE whalf load(const uint8_t * p, int nbk) {
@@ -550,6 +511,21 @@ struct split_dec {
             const __m256i m4 = _mm256_set1_epi8(0x0F);
             w.lo = _mm256_and_si256(q, m4);
             w.hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if constexpr (LUT) {
+                // A missing second block looks up index 0, against zeroed activations and d = 0.
+                alignas(16) static constexpr uint8_t kIq4U[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+                alignas(16) static constexpr uint8_t kFp4U[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+                const int8_t * tab = TYPE == 6 ? reinterpret_cast<const int8_t *>(kFp4U) : SIGN_TRICK ? kIq4Levels : reinterpret_cast<const int8_t *>(kIq4U);
+                const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(tab)));
+                w.lo = _mm256_shuffle_epi8(table, w.lo);
+                w.hi = _mm256_shuffle_epi8(table, w.hi);
+                if constexpr (SIGN_TRICK) {
+                    w.slo = w.lo;
+                    w.shi = w.hi;
+                    w.lo = _mm256_sign_epi8(w.lo, w.lo);
+                    w.hi = _mm256_sign_epi8(w.hi, w.hi);
+                }
+            }
         }
         if constexpr (HAS_QH) {
             uint32_t h0, h1 = 0;
@@ -559,7 +535,7 @@ struct split_dec {
             w.lo = _mm256_or_si256(w.lo, _mm256_and_si256(bits_to_bytes((h0 & 0xFFFFu) | (h1 << 16)), k16));
             w.hi = _mm256_or_si256(w.hi, _mm256_and_si256(bits_to_bytes((h0 >> 16) | (h1 & 0xFFFF0000u)), k16));
         }
-        const float d0 = h2f(p), d1 = nbk > 1 ? h2f(p + BB) : 0.f;
+        const float d0 = scale(p), d1 = nbk > 1 ? scale(p + BB) : 0.f;
         w.d = _mm256_setr_m128(_mm_set1_ps(d0), _mm_set1_ps(d1));
         if constexpr (HAS_MIN) {
             const float m0 = h2f(p + 2), m1 = nbk > 1 ? h2f(p + BB + 2) : 0.f;
@@ -1837,7 +1813,10 @@ template <template <int, int> class TILE, int R, int T>
 void set(kernel_table & t, uint32_t type, gemm_fn decode, prepare_fn prep = nullptr, prepared_size_fn psz = nullptr) {
     weight_kernels & wk = t.w[type];
     wk.gemm_decode = decode;
-    const int decode_r = type == KAIL_TYPE_Q4_0 || type == KAIL_TYPE_Q4_1 || type == KAIL_TYPE_Q5_0 || type == KAIL_TYPE_Q5_1 || type == KAIL_TYPE_Q8_0 ? 2 : 1;
+    const int decode_r = type == KAIL_TYPE_Q4_0 || type == KAIL_TYPE_Q4_1 || type == KAIL_TYPE_Q5_0 || type == KAIL_TYPE_Q5_1 || type == KAIL_TYPE_Q8_0 ||
+                                 type == KAIL_TYPE_IQ4_NL || type == KAIL_TYPE_MXFP4
+                             ? 2
+                             : 1;
     wk.gemm = gemm_dispatch<TILE, R, T>;
     wk.max_r = R;
     wk.max_t = T;
@@ -1859,8 +1838,8 @@ template <bool V> struct tiles {
     template <int R, int T> using q5_K = typename kquant<q5_K_dec, V>::template tile<R, T>;
     template <int R, int T> using q6_K = typename kquant<q6_K_dec, V>::template tile<R, T>;
     template <int R, int T> using iq4_xs = typename kquant<iq4_xs_dec, V>::template tile<R, T>;
-    template <int R, int T> using iq4_nl = typename nl_kernel<iq4_nl_fmt, V>::template tile<R, T>;
-    template <int R, int T> using mxfp4 = typename nl_kernel<mxfp4_fmt, V>::template tile<R, T>;
+    template <int R, int T> using iq4_nl = typename split_dec<5, V>::template tile<R, T>;
+    template <int R, int T> using mxfp4 = typename split_dec<6, V>::template tile<R, T>;
     template <int R, int T> using nvfp4 = typename nvfp4_kernel<V>::template tile<R, T>;
     template <int R, int T> using tq2_0 = typename tq2_0_kernel<V>::template tile<R, T>;
     template <int R, int T> using q2_0 = typename q2_0_kernel<V>::template tile<R, T>;
@@ -1902,8 +1881,8 @@ void init(kernel_table & t) {
     set<TS::template q5_K, 1, 4>(t, KAIL_TYPE_Q5_K, nullptr);
     set<TS::template q6_K, 1, 4>(t, KAIL_TYPE_Q6_K, nullptr);
     set<TS::template iq4_xs, 1, 4>(t, KAIL_TYPE_IQ4_XS, nullptr);
-    set<TS::template iq4_nl, 2, 4>(t, KAIL_TYPE_IQ4_NL, nullptr);
-    set<TS::template mxfp4, 2, 4>(t, KAIL_TYPE_MXFP4, nullptr);
+    set<TS::template iq4_nl, 2, 3>(t, KAIL_TYPE_IQ4_NL, split_dec<5, V>::decode, prepare_split_q8_0_off128, prepared_size_split);
+    set<TS::template mxfp4, 2, 3>(t, KAIL_TYPE_MXFP4, split_dec<6, V>::decode, prepare_split_q8_0_off12, prepared_size_split);
     set<TS::template nvfp4, 1, 4>(t, KAIL_TYPE_NVFP4, nullptr);
     set<TS::template tq2_0, 1, 4>(t, KAIL_TYPE_TQ2_0, nullptr);
     set<TS::template q2_0, 1, 4>(t, KAIL_TYPE_Q2_0, nullptr);
