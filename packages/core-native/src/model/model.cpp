@@ -2436,22 +2436,42 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     // options above that give each token its own rows or its own terms) share a task per kv head:
     // their group x T queries are one product with the cached K rows, and their probability rows
     // one pass over the V rows, so each cached row is read once per tile instead of once per
-    // token. Each token's softmax covers its own rows; its probabilities past them are 0, which
-    // adds nothing to the weighted sum (one fused multiply-add per row, in row order): the same
-    // bits as the token alone.
-    const bool tiled = !ext && causal && window == 0 && chunk == 0 && sel_k == 0 && rel_tab.empty() && slopes.empty() && temp_scale == 0 && !m.enc_dec && R == 0;
+    // token. Each token's softmax covers its own rows; its probabilities outside them are 0, which
+    // add nothing to the weighted sum (one fused multiply-add per row, in row order, from +0): the
+    // same bits as the token alone.
+    // Sliding-window layers tile too: the tile's rows run from its lowest window start to its last
+    // position, contiguous in a ring that turned mirrored as long as they are at most R rows. Their
+    // V cache must be one the weighted sum reads row by row (F32, F16, Q8_0): the others are
+    // converted 256 rows at a time from the first row, which a tile would move.
+    const bool rows_in_order = vt == KAIL_TYPE_F32 || vt == KAIL_TYPE_F16 || vt == KAIL_TYPE_Q8_0;
+    const bool tiled = !ext && causal && chunk == 0 && sel_k == 0 && rel_tab.empty() && slopes.empty() && temp_scale == 0 && !m.enc_dec &&
+                       (window == 0 ? R == 0 : rows_in_order);
+    // The first position token t sees.
+    auto first_pos = [&](int64_t t) { return window > 0 ? std::max<int64_t>(0, x.b.pos[t] + 1 - window) : int64_t(0); };
     std::vector<int64_t> tile_start{0};  // tile i: tokens [tile_start[i], tile_start[i + 1])
     {
         int64_t t_max = 1;
         if (tiled) {
             int64_t np_top = 1;
             for (int64_t t = 0; t < x.n_tok; t++) np_top = std::max<int64_t>(np_top, x.b.pos[t] + 1);
+            if (window > 0) np_top = std::min<int64_t>(np_top, window + 64);
             t_max = std::max<int64_t>(1, std::min<int64_t>(16, 64 / group));
             // (The tile's scores, T x group x rows floats, stay within 16 MiB per thread.)
             while (t_max > 1 && t_max * group * np_top * 4 > (int64_t(16) << 20)) t_max /= 2;
         }
-        for (int64_t t = 1; t < x.n_tok; t++)
-            if (t - tile_start.back() >= t_max || x.b.seq[t] != x.b.seq[t - 1]) tile_start.push_back(t);
+        int64_t lo = t_max > 1 ? first_pos(0) : 0, hi = t_max > 1 ? x.b.pos[0] + 1 : 0;  // the current tile's rows
+        for (int64_t t = 1; t < x.n_tok; t++) {
+            bool cut = t - tile_start.back() >= t_max || x.b.seq[t] != x.b.seq[t - 1];
+            if (!cut && window > 0) {
+                const int64_t l2 = std::min(lo, first_pos(t)), h2 = std::max<int64_t>(hi, x.b.pos[t] + 1);
+                cut = h2 - l2 > window + 63 || (R > 0 && h2 - l2 > R);
+            }
+            if (cut) tile_start.push_back(t);
+            if (t_max > 1) {
+                lo = cut ? first_pos(t) : std::min(lo, first_pos(t));
+                hi = cut ? x.b.pos[t] + 1 : std::max<int64_t>(hi, x.b.pos[t] + 1);
+            }
+        }
         tile_start.push_back(x.n_tok);
     }
     const int64_t n_tiles = static_cast<int64_t>(tile_start.size()) - 1;
@@ -2463,11 +2483,16 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
                 const int64_t tile = task / n_head_kv, hk = task % n_head_kv;
                 const int64_t t0 = tile_start[static_cast<size_t>(tile)], nt = tile_start[static_cast<size_t>(tile) + 1] - t0;
                 const int s = xp->b.seq[t0];
-                int64_t np = 0;
-                for (int64_t i = 0; i < nt; i++) np = std::max<int64_t>(np, xp->b.pos[t0 + i] + 1);
+                int64_t lo = first_pos(t0), hi = 0;  // positions [lo, hi) are rows 0..np-1 of the tile
+                for (int64_t i = 0; i < nt; i++) {
+                    lo = std::min(lo, first_pos(t0 + i));
+                    hi = std::max<int64_t>(hi, xp->b.pos[t0 + i] + 1);
+                }
+                const int64_t np = hi - lo;
                 const kv_seq_layer & c = kvm.kv[s][layer];
-                const uint8_t * krows = c.k.data() + static_cast<size_t>(hk * c.cap) * rk;
-                const uint8_t * vrows = c.v.data() + static_cast<size_t>(hk * c.cap) * rv;
+                const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
+                const uint8_t * krows = c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk;
+                const uint8_t * vrows = c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv;
                 const int64_t nq = nt * group;
                 qt.resize(static_cast<size_t>(nq * hd_k));
                 for (int64_t i = 0; i < nt; i++)
@@ -2477,11 +2502,12 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
                 if (softcap > 0)
                     for (float & v : scores) v = std::tanh(v * inv_cap) * softcap;
                 for (int64_t i = 0; i < nt; i++) {
-                    const int64_t own = xp->b.pos[t0 + i] + 1;
+                    const int64_t a0 = first_pos(t0 + i) - lo, a1 = xp->b.pos[t0 + i] + 1 - lo;  // its own rows
                     for (int64_t g = 0; g < group; g++) {
                         float * sc = scores.data() + (i * group + g) * np;
-                        attention_softmax(sc, own, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
-                        std::fill(sc + own, sc + np, 0.0f);
+                        attention_softmax(sc + a0, a1 - a0, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
+                        std::fill(sc, sc + a0, 0.0f);
+                        std::fill(sc + a1, sc + np, 0.0f);
                     }
                 }
                 ot.resize(static_cast<size_t>(nq * hd_v));
