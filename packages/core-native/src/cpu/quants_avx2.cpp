@@ -712,12 +712,18 @@ struct iq4_xs_dec {
     static constexpr int BB = 136, NCHUNK = 4;
     static constexpr bool MIN = false;
     static constexpr bool SIGNED = true;
+    // The 8 six-bit scales (iq4_xs_scale) as words, unpacked in vector registers: word j takes
+    // scales_l's byte j / 2 (its low nibble for even j, high for odd: x16 then >> 4 picks it) and
+    // scales_h's bits 2j, 2j + 1 (shifted to the top of the word by a multiply, then down).
     static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
         const block_iq4_xs * b = reinterpret_cast<const block_iq4_xs *>(p);
-        const __m128i sc = _mm_setr_epi16(
-            static_cast<short>(iq4_xs_scale(*b, 0) - 32), static_cast<short>(iq4_xs_scale(*b, 1) - 32), static_cast<short>(iq4_xs_scale(*b, 2) - 32),
-            static_cast<short>(iq4_xs_scale(*b, 3) - 32), static_cast<short>(iq4_xs_scale(*b, 4) - 32), static_cast<short>(iq4_xs_scale(*b, 5) - 32),
-            static_cast<short>(iq4_xs_scale(*b, 6) - 32), static_cast<short>(iq4_xs_scale(*b, 7) - 32));
+        uint32_t lo4;
+        std::memcpy(&lo4, b->scales_l, 4);
+        const __m128i bytes = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(lo4)), _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1));
+        const __m128i nib = _mm_and_si128(_mm_srli_epi16(_mm_mullo_epi16(bytes, _mm_setr_epi16(16, 1, 16, 1, 16, 1, 16, 1)), 4), _mm_set1_epi16(0x0F));
+        const __m128i top = _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(b->scales_h)),
+                                                           _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)), 14);
+        const __m128i sc = _mm_sub_epi16(_mm_or_si128(nib, _mm_slli_epi16(top, 4)), _mm_set1_epi16(32));
         s.sc2 = _mm256_inserti128_si256(_mm256_castsi128_si256(sc), sc, 1);
         s.mn = _mm256_setzero_si256();
         s.d = _cvtsh_ss(b->d);
