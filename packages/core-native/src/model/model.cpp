@@ -2459,7 +2459,8 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             // (The tile's scores, T x group x rows floats, stay within 16 MiB per thread.)
             while (t_max > 1 && t_max * group * np_top * 4 > (int64_t(16) << 20)) t_max /= 2;
         }
-        int64_t lo = t_max > 1 ? first_pos(0) : 0, hi = t_max > 1 ? x.b.pos[0] + 1 : 0;  // the current tile's rows
+        const bool track = t_max > 1 && x.n_tok > 0;
+        int64_t lo = track ? first_pos(0) : 0, hi = track ? x.b.pos[0] + 1 : 0;  // the current tile's rows
         for (int64_t t = 1; t < x.n_tok; t++) {
             bool cut = t - tile_start.back() >= t_max || x.b.seq[t] != x.b.seq[t - 1];
             if (!cut && window > 0) {
@@ -2467,7 +2468,7 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
                 cut = h2 - l2 > window + 63 || (R > 0 && h2 - l2 > R);
             }
             if (cut) tile_start.push_back(t);
-            if (t_max > 1) {
+            if (track) {
                 lo = cut ? first_pos(t) : std::min(lo, first_pos(t));
                 hi = cut ? x.b.pos[t] + 1 : std::max<int64_t>(hi, x.b.pos[t] + 1);
             }
