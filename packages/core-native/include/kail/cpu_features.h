@@ -35,7 +35,11 @@ const cpu_features & cpu_features_get();
 std::vector<std::string> cpu_features_names(const cpu_features & f);
 
 // The best kernel level this build can use on this CPU: "avx512", "avx2" or "scalar".
-// KAIL_FORCE_ISA=scalar|avx2|avx512 lowers it (never raises it beyond what the CPU has).
+// KAIL_FORCE_ISA=scalar|avx2|avx2-novnni|avx512 lowers it (never raises it beyond what the CPU has).
 const char * cpu_kernel_level();
+
+// Whether the AVX2 level's kernels may use AVX-VNNI: the CPU has it and KAIL_FORCE_ISA is not
+// avx2-novnni (the kernels of CPUs without it, measured and checked on one that has it).
+bool cpu_avx2_vnni();
 
 } // namespace kail

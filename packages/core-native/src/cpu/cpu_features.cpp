@@ -143,13 +143,20 @@ const char * cpu_kernel_level() {
         if (f.avx2 && f.fma && f.f16c) best = 1;
         if (best == 1 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) best = 2;
         if (const char * force = std::getenv("KAIL_FORCE_ISA")) {
-            // (avx2-novnni: the AVX2 level without AVX-VNNI, as on CPUs that lack it; quants.cpp.)
             int want = std::strcmp(force, "scalar") == 0 ? 0 : std::strcmp(force, "avx2") == 0 || std::strcmp(force, "avx2-novnni") == 0 ? 1 : 2;
             if (want < best) best = want;
         }
         return best == 2 ? "avx512" : best == 1 ? "avx2" : "scalar";
     }();
     return level;
+}
+
+bool cpu_avx2_vnni() {
+    static const bool vnni = [] {
+        const char * force = std::getenv("KAIL_FORCE_ISA");
+        return cpu_features_get().avx_vnni && !(force && std::strcmp(force, "avx2-novnni") == 0);
+    }();
+    return vnni;
 }
 
 } // namespace kail

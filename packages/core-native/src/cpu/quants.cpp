@@ -7,7 +7,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -2546,12 +2545,9 @@ struct tables {
         kernels_init_scalar(scalar);
 #if defined(__x86_64__) || defined(_M_X64)
         const cpu_features & f = cpu_features_get();
-        // KAIL_FORCE_ISA=avx2-novnni: the AVX2 level's kernels for CPUs without AVX-VNNI.
-        const char * force = std::getenv("KAIL_FORCE_ISA");
-        const bool vnni = f.avx_vnni && !(force && std::strcmp(force, "avx2-novnni") == 0);
         if (f.avx2 && f.fma && f.f16c) {
             kernels_init_scalar(avx2);
-            kernels_init_avx2(avx2, vnni);
+            kernels_init_avx2(avx2, cpu_avx2_vnni());
             has_avx2 = true;
         }
         // The AVX-512 kernels use VNNI (vpdpbusd/vpdpwssd); without it the AVX2 ones serve.

@@ -513,10 +513,8 @@ struct split_dec {
             w.hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             if constexpr (LUT) {
                 // A missing second block looks up index 0, against zeroed activations and d = 0.
-                alignas(16) static constexpr uint8_t kIq4U[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
-                alignas(16) static constexpr uint8_t kFp4U[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-                const int8_t * tab = TYPE == 6 ? reinterpret_cast<const int8_t *>(kFp4U) : SIGN_TRICK ? kIq4Levels : reinterpret_cast<const int8_t *>(kIq4U);
-                const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(tab)));
+                const void * tab = TYPE == 6 ? static_cast<const void *>(kFp4LevelsU12) : SIGN_TRICK ? static_cast<const void *>(kIq4Levels) : static_cast<const void *>(kIq4LevelsU128);
+                const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i *>(tab)));
                 w.lo = _mm256_shuffle_epi8(table, w.lo);
                 w.hi = _mm256_shuffle_epi8(table, w.hi);
                 if constexpr (SIGN_TRICK) {

@@ -241,8 +241,7 @@ struct mxfp4_dec {
         const int nbk = TAIL ? rem : 4;
         const __m512i qq = lanes4x16(p, BB, 1, nbk);  // missing blocks meet zeroed activations
         const __m512i m4 = _mm512_set1_epi8(0x0F);
-        alignas(16) static constexpr int8_t kShifted[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kShifted)));
+        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kFp4LevelsU12)));
         wsplit w;
         w.lo = _mm512_shuffle_epi8(table, _mm512_and_si512(qq, m4));
         w.hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(qq, 4), m4));
@@ -269,8 +268,7 @@ struct iq4_nl_dec {
     template <bool TAIL>
     static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
         wsplit w = split_dec<0>::load<TAIL>(p, rem);
-        alignas(16) static constexpr uint8_t kShifted[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
-        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kShifted)));
+        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kIq4LevelsU128)));
         w.lo = _mm512_shuffle_epi8(table, w.lo);
         w.hi = _mm512_shuffle_epi8(table, w.hi);
         return w;
@@ -299,8 +297,7 @@ struct nvfp4_kernel {
     template <int R, int T>
     struct tile {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            alignas(16) static constexpr int8_t kShifted[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-            const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kShifted)));
+            const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kFp4LevelsU12)));
             const __m512i m4 = _mm512_set1_epi8(0x0F), k12 = _mm512_set1_epi8(12);
             const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
             const __m512i order = _mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7);

@@ -50,6 +50,8 @@ struct block_iq4_xs { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]
 static_assert(sizeof(block_iq4_nl) == 18 && sizeof(block_iq4_xs) == 136, "iq4 block layout");
 /** The IQ4 levels, part of the format (ggml's kvalues_iq4nl). */
 inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/** The IQ4 levels + 128 (1..241): unsigned for VPDPBUSD against activations prepared with -128 x their sums. */
+alignas(16) inline constexpr uint8_t kIq4LevelsU128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 /** IQ4_XS block ib's scale, 0..63 (the signed scale + 32). */
 inline int iq4_xs_scale(const block_iq4_xs & b, int ib) { return ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4); }
 
@@ -59,6 +61,8 @@ inline int iq4_xs_scale(const block_iq4_xs & b, int ib) { return ((b.scales_l[ib
 struct block_mxfp4 { uint8_t e; uint8_t qs[16]; };
 static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block layout");
 inline constexpr int8_t kFp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+/** kFp4Levels + 12 (0..24): unsigned for VPDPBUSD against activations prepared with -12 x their sums. */
+alignas(16) inline constexpr uint8_t kFp4LevelsU12[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 /** 2^(e - 128): the block scale for the doubled levels (ggml's GGML_E8M0_TO_FP32_HALF). */
 inline float e8m0_half(uint8_t e) {
     const uint32_t bits = e < 2 ? (uint32_t(0x00200000) << e) : (uint32_t(e - 1) << 23);
